@@ -1,0 +1,9 @@
+"""bulkem: fit mixture models by EM to many datasets at once, on CPU cores or GPUs."""
+
+from . import datasets
+from .api import fit
+from .families import FAMILIES
+from .result import FitResult
+
+__version__ = "0.1.0"
+__all__ = ["fit", "FitResult", "FAMILIES", "datasets", "__version__"]

@@ -1,0 +1,294 @@
+"""``bulkem.fit``: validation, packing, starts, backend choice, result assembly."""
+
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from . import config, families, starts
+from .data import Packed, as_datasets, pack
+from .families.base import Family
+from .progress import Progress
+from .result import FitResult
+
+BACKENDS = ("auto", "cpu", "cuda")
+DTYPES = ("float64", "float32")
+
+
+@dataclass
+class Job:
+    """Everything an engine needs to run a batch of fits; outputs filled in place.
+
+    Attributes
+    ----------
+    feat : ndarray of shape (n_features * stride,)
+        Per-observation features of all valid datasets (float64; engines cast).
+    stride : int
+        Number of observations in the batch.
+    offsets : ndarray of shape (n_valid + 1,)
+    const : ndarray of shape (n_valid,)
+        Per-dataset sum of the family's shared log-density term.
+    fit_ds : ndarray of shape (n_fits,)
+        Valid-dataset index of each fit.
+    init : ndarray of shape (n_fits, n_params)
+        Starting values.
+    params : ndarray of shape (n_fits, n_params)
+        Starting values in; fitted values out.
+    status, n_iter, loglik : ndarray of shape (n_fits,)
+        Outputs.
+    """
+
+    family: Family
+    n_components: int
+    n_dims: int
+    dtype: np.dtype
+    feat: np.ndarray
+    stride: int
+    offsets: np.ndarray
+    const: np.ndarray
+    fit_ds: np.ndarray
+    init: np.ndarray
+    params: np.ndarray
+    status: np.ndarray
+    n_iter: np.ndarray
+    loglik: np.ndarray
+    max_iter: int
+    tol: float
+    drop_rtol: float
+    reg: float
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {low}; got {value!r}.")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}; got {name} = {value}.")
+    return int(value)
+
+
+def resolve_backend(backend: str) -> str:
+    """Turn "auto"/"cpu"/"cuda" into the engine that will run."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {list(BACKENDS)}.")
+    if backend == "cpu":
+        return "cpu"
+    from .engines import cuda as cuda_engine
+
+    ok, found = cuda_engine.available()
+    if ok:
+        return "cuda"
+    if backend == "cuda":
+        raise ValueError(
+            f"backend='cuda' needs a usable NVIDIA GPU, but {found}. "
+            "Use backend='cpu' or backend='auto' to run on the CPU."
+        )
+    return "cpu"
+
+
+@njit(cache=True)
+def _segment_sums(x, offsets):
+    out = np.zeros(len(offsets) - 1)
+    for k in range(len(offsets) - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            s += x[i]
+        out[k] = s
+    return out
+
+
+def _user_starts(init: Mapping, family: Family, n_components: int, n_dims: int) -> np.ndarray:
+    """User starting values -> array of shape (k, n_params)."""
+    shapes = family.init_shapes(n_components, n_dims)
+    if not isinstance(init, Mapping):
+        raise TypeError(
+            f"init is a {type(init).__name__}; expected a dict with keys {list(shapes)}."
+        )
+    if sorted(init) != sorted(shapes):
+        raise ValueError(f"init has keys {list(init)}; expected exactly {list(shapes)}.")
+    blocks = []
+    for key, shape in shapes.items():
+        a = np.asarray(init[key], dtype=np.float64)
+        if a.shape == shape:
+            a = a[None]
+        if a.shape[1:] != shape:
+            raise ValueError(
+                f"init[{key!r}] has shape {np.shape(init[key])}; expected {shape} for one "
+                f"start or (n_starts,) + {shape} for several."
+            )
+        blocks.append(a.reshape(len(a), n_components, -1))
+    k = {len(b) for b in blocks}
+    if len(k) != 1:
+        raise ValueError(f"init arrays give different numbers of starts: {sorted(k)}.")
+    out = np.concatenate(blocks, axis=2)
+    w = out[:, :, 0]
+    if np.any(~np.isfinite(out)) or np.any(w <= 0):
+        raise ValueError("init values must be finite and the weights positive.")
+    out[:, :, 0] = w / w.sum(axis=1, keepdims=True)
+    return out.reshape(len(out), -1)
+
+
+def fit(
+    datasets: Any,
+    family: str = "invgauss",
+    n_components: int = 2,
+    n_starts: int = 10,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    seed: int | None = None,
+    backend: str = "auto",
+    dtype: str = "float64",
+    init: Mapping | None = None,
+    strict: bool = False,
+    progress: bool | Callable[[int, int], None] | None = None,
+    dataset_col: str = "dataset",
+    value_col: str = "value",
+) -> FitResult:
+    """Fit a finite mixture by EM to every dataset, from many starts each.
+
+    Parameters
+    ----------
+    datasets : list of array-like, dict, array-like or pandas.DataFrame
+        A list of 1-D arrays, a dict name -> array, one 1-D array (one
+        dataset), or a long DataFrame with columns ``dataset_col`` and
+        ``value_col``.  Dataset identifiers in the tables are the list
+        positions, dict keys or DataFrame labels.
+    family : {"invgauss"}
+        Component distribution.
+    n_components : int, default 2
+        Mixture components ``M``.
+    n_starts : int, default 10
+        Starts per dataset: the rows of ``init`` first, then random-subset
+        starts.
+    max_iter : int, default 100
+        Most M-steps per start.
+    tol : float, default 1e-6
+        A start has converged when its log-likelihood changes by less than
+        this between iterations.  ``tol=0`` runs exactly ``max_iter``.
+    seed : int or None
+        Seed of the random starts.  A start is determined by (seed, dataset
+        values, start number) alone.  None draws a seed, recorded in
+        ``FitResult.seed``.
+    backend : {"auto", "cpu", "cuda"}
+        "auto" uses a usable GPU when there is one, else the CPU.
+    dtype : {"float64", "float32"}
+        Precision of the per-observation math; sums are always float64.
+    init : dict, optional
+        User starting values ``{"weight": w, "mu": mu, "lambda": lam}``,
+        each of shape ``(M,)`` or ``(k, M)`` for ``k`` starts.
+    strict : bool, default False
+        Raise on the first invalid dataset instead of reporting it.
+    progress : bool, callable or None
+        A progress bar (True), none (False), a bar for large batches on a
+        terminal (None), or ``progress(done, total)`` called per chunk.
+    dataset_col, value_col : str
+        Column names for DataFrame input.
+
+    Returns
+    -------
+    FitResult
+        Tables ``summary``, ``components``, ``starts`` and ``start_values``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On bad arguments, at once; on invalid datasets only when ``strict``.
+    """
+    t0 = time.perf_counter()
+    fam = families.get(family)
+    M = _check_int("n_components", n_components, 1)
+    n_starts = _check_int("n_starts", n_starts, 1)
+    max_iter = _check_int("max_iter", max_iter, 1)
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
+        raise ValueError(f"tol must be a number >= 0; got tol = {tol!r}.")
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {list(DTYPES)}.")
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+    else:
+        seed = _check_int("seed", seed, 0)
+    user = None
+    pairs = as_datasets(datasets, fam.ndim, dataset_col, value_col)
+    n_dims = 1 if fam.ndim == 1 else pairs[0][1].shape[1]
+    if init is not None:
+        user = _user_starts(init, fam, M, n_dims)
+        if len(user) > n_starts:
+            raise ValueError(
+                f"init gives {len(user)} starts but n_starts = {n_starts}; "
+                f"set n_starts >= {len(user)}."
+            )
+    engine = resolve_backend(backend)
+
+    packed = pack(pairs, lambda v: fam.check(v, M))
+    n_bad = len(packed.ids) - len(packed.valid)
+    if n_bad and strict:
+        first = next(m for m in packed.messages if m is not None)
+        raise ValueError(f"{n_bad} invalid dataset(s) with strict=True; first: {first}.")
+    if n_bad:
+        warnings.warn(
+            f"{n_bad} of {len(packed.ids)} datasets are invalid and were not fitted; "
+            "see summary.status and summary.message.",
+            stacklevel=2,
+        )
+
+    job = _make_job(fam, packed, M, n_dims, n_starts, seed, user, np.dtype(dtype),
+                    max_iter, float(tol))
+    bar = Progress(progress, len(job.fit_ds))
+    try:
+        if engine == "cuda":
+            from .engines import cuda as eng
+        else:
+            from .engines import cpu as eng
+        if len(job.fit_ds):
+            eng.run_fits(job, bar)
+    finally:
+        bar.close()
+    result = FitResult.assemble(fam, packed, job, n_starts, seed, engine, dtype,
+                                time.perf_counter() - t0)
+    n_failed = int((result.summary["status"] == "failed").sum())
+    if n_failed:
+        warnings.warn(
+            f"{n_failed} of {len(packed.ids)} datasets have no usable start (status "
+            "'failed'); try more starts or fewer components.",
+            stacklevel=2,
+        )
+    return result
+
+
+def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, seed: int,
+              user: np.ndarray | None, dtype: np.dtype, max_iter: int, tol: float) -> Job:
+    n_valid = len(packed.valid)
+    fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
+    fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
+    keys = starts.dataset_keys(packed.values, packed.offsets)
+    params = starts.subset_starts(fam, M, packed.values, packed.offsets, fit_ds, fit_start,
+                                  keys, seed)
+    if user is not None:
+        params.reshape(n_valid, n_starts, -1)[:, : len(user)] = user
+    values = packed.values
+    return Job(
+        family=fam,
+        n_components=M,
+        n_dims=n_dims,
+        dtype=dtype,
+        feat=np.ascontiguousarray(fam.features(values)).reshape(-1),
+        stride=len(values),
+        offsets=packed.offsets,
+        const=_segment_sums(fam.obs_const(values), packed.offsets),
+        fit_ds=fit_ds,
+        init=params.copy(),
+        params=params,
+        status=np.zeros(len(fit_ds), np.int32),
+        n_iter=np.zeros(len(fit_ds), np.int32),
+        loglik=np.zeros(len(fit_ds), np.float64),
+        max_iter=max_iter,
+        tol=tol,
+        drop_rtol=config.DECREASE_RTOL[dtype.name],
+        reg=0.0,
+    )

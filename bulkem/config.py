@@ -1,0 +1,41 @@
+"""Every tunable number of bulkem in one place.
+
+Kernels and engines read these values when they are built; nothing numeric is
+hard-coded inside a kernel.  Tests patch a few of them (small blocks, small
+chunks) so that the CUDA simulator exercises several blocks on tiny inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+# --- fit status codes (shared by both engines; see result.STATUS_NAMES) ---
+CONVERGED = 0
+MAX_ITER = 1
+DEGENERATE_NONFINITE = 2  # NaN or infinite log-likelihood
+DEGENERATE_PARAM = 3  # non-positive or non-finite parameter after an M-step
+DEGENERATE_COLLAPSE = 4  # a component lost (almost) all its mass or variance
+DEGENERATE_DECREASE = 5  # log-likelihood fell by more than rounding
+
+# --- EM numerics ---
+# A component whose summed responsibility falls below this many observations
+# is reported as collapsed.
+MIN_COMPONENT_MASS = 1e-8
+# Relative fall of the log-likelihood tolerated as rounding, by compute dtype.
+DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
+# Largest accepted shape parameter lambda/mu of an inverse-Gaussian component:
+# beyond it the component has collapsed onto a point in float64 terms.
+MAX_IG_SHAPE = 1e14
+
+# --- random starts ---
+SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
+
+# --- CPU engine ---
+CPU_CHUNK_FITS = 200_000  # fits per parallel call (progress granularity)
+
+# --- CUDA engine ---
+WARP_SIZE = 32
+CUDA_WARPS_PER_BLOCK = 4  # fits per block: one warp owns one fit
+CUDA_CHUNK_FITS = 1_000_000  # fits per kernel launch (progress granularity)
+
+LOG_2PI = math.log(2.0 * math.pi)

@@ -1,0 +1,195 @@
+"""Ragged datasets -> one values array plus offsets, and input validation.
+
+Every input form that :func:`bulkem.fit` accepts is turned into a
+:class:`Packed` batch: the values of all *valid* datasets concatenated in one
+array and an ``offsets`` array so that dataset ``k`` is
+``values[offsets[k]:offsets[k + 1]]`` (the layout hmmlearn uses for many
+sequences, and the one a GPU kernel wants).  Invalid datasets keep their
+identifier and a message; they are never fitted and never abort the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class Packed:
+    """A batch of datasets in values + offsets form.
+
+    Attributes
+    ----------
+    ids : list
+        Identifier of every input dataset, in input order.
+    n_obs : ndarray of shape (n_datasets,)
+        Number of values of every input dataset.
+    messages : list of str or None
+        Why a dataset cannot be fitted, or None for a valid one.
+    valid : ndarray of shape (n_valid,)
+        Input positions of the valid datasets.
+    values : ndarray of shape (n_total,) or (n_total, n_dims)
+        Values of the valid datasets, concatenated, float64.
+    offsets : ndarray of shape (n_valid + 1,)
+        Dataset ``k`` of the valid ones is ``values[offsets[k]:offsets[k+1]]``.
+    """
+
+    ids: list
+    n_obs: np.ndarray
+    messages: list
+    valid: np.ndarray
+    values: np.ndarray
+    offsets: np.ndarray
+
+    def dataset(self, k: int) -> np.ndarray:
+        """Values of the k-th valid dataset."""
+        return self.values[self.offsets[k] : self.offsets[k + 1]]
+
+
+def _as_float(x: Any, ident: Any, ndim: int) -> np.ndarray:
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"dataset {ident!r} holds non-numeric values ({err}); expected numbers. "
+            "Convert the column to numbers (pandas.to_numeric) before fitting."
+        ) from None
+    if ndim == 1:
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr[:, 0]
+        if arr.ndim != 1:
+            raise ValueError(
+                f"dataset {ident!r} has shape {arr.shape}; this family expects 1-D data. "
+                "Pass a list of 1-D arrays for several datasets."
+            )
+    else:
+        if arr.ndim == 1:
+            arr = arr[:, None]
+        if arr.ndim != 2:
+            raise ValueError(
+                f"dataset {ident!r} has shape {arr.shape}; expected 2-D (n_obs, n_dims)."
+            )
+    return arr
+
+
+def _split_frame(
+    df: pd.DataFrame, dataset_col: str, value_cols: Sequence[str] | None, ndim: int
+) -> list[tuple[Any, Any]]:
+    if dataset_col not in df.columns:
+        raise ValueError(
+            f"DataFrame input has columns {list(df.columns)}; expected a {dataset_col!r} "
+            "column naming the dataset of each row. Pass dataset_col= to name another."
+        )
+    if value_cols is None:
+        value_cols = [c for c in df.columns if c != dataset_col]
+    missing = [c for c in value_cols if c not in df.columns]
+    if missing or not value_cols:
+        raise ValueError(
+            f"DataFrame input lacks value column(s) {missing or value_cols}; it has "
+            f"{list(df.columns)}. Pass value_col= to name the column(s) holding the values."
+        )
+    if ndim == 1 and len(value_cols) != 1:
+        raise ValueError(
+            f"this family takes one value column; the DataFrame gives {list(value_cols)}. "
+            "Pass value_col= to pick one."
+        )
+    cols = value_cols[0] if ndim == 1 else list(value_cols)
+    return [(k, g[cols].to_numpy()) for k, g in df.groupby(dataset_col, sort=False)]
+
+
+def as_datasets(
+    datasets: Any,
+    ndim: int = 1,
+    dataset_col: str = "dataset",
+    value_col: str | Sequence[str] | None = "value",
+) -> list[tuple[Any, np.ndarray]]:
+    """Turn any accepted input form into a list of ``(identifier, array)`` pairs.
+
+    Parameters
+    ----------
+    datasets : list, dict, array-like or pandas.DataFrame
+        A list of arrays, a dict name -> array, one array (one dataset), or a
+        long DataFrame with a dataset column and value column(s).
+    ndim : {1, 2}
+        1 for families of scalar observations, 2 for vector observations.
+    dataset_col, value_col : str
+        Column names for DataFrame input.
+
+    Returns
+    -------
+    list of (identifier, ndarray)
+    """
+    if isinstance(datasets, pd.DataFrame):
+        cols = [value_col] if isinstance(value_col, str) else value_col
+        if ndim == 2 and value_col == "value" and "value" not in datasets.columns:
+            cols = None
+        pairs = _split_frame(datasets, dataset_col, cols, ndim)
+    elif isinstance(datasets, Mapping):
+        pairs = list(datasets.items())
+    elif isinstance(datasets, (pd.Series, np.ndarray)) or (
+        isinstance(datasets, Sequence)
+        and len(datasets) > 0
+        and all(np.isscalar(v) for v in datasets)
+    ):
+        arr = np.asarray(datasets)
+        if ndim == 1 and arr.ndim == 2 and arr.shape[1] != 1:
+            raise ValueError(
+                f"a single array of shape {arr.shape} is ambiguous for a 1-D family; "
+                "pass a list of 1-D arrays, one per dataset."
+            )
+        pairs = [(0, datasets)]
+    elif isinstance(datasets, Sequence) and not isinstance(datasets, (str, bytes)):
+        pairs = list(enumerate(datasets))
+    else:
+        raise TypeError(
+            f"datasets is a {type(datasets).__name__}; expected a list of arrays, a dict "
+            "name -> array, one array, or a long pandas DataFrame."
+        )
+    if not pairs:
+        raise ValueError("datasets is empty; expected at least one dataset.")
+    return [(k, _as_float(v, k, ndim)) for k, v in pairs]
+
+
+def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:
+    """Validate datasets and concatenate the valid ones.
+
+    Parameters
+    ----------
+    pairs : list of (identifier, ndarray)
+        Output of :func:`as_datasets`.
+    check : callable
+        ``check(values) -> str | None``: the family's reason why a dataset
+        cannot be fitted, or None.
+
+    Returns
+    -------
+    Packed
+    """
+    ids = [k for k, _ in pairs]
+    n_obs = np.array([len(v) for _, v in pairs], dtype=np.int64)
+    messages = [check(v) for _, v in pairs]
+    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
+    offsets = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(n_obs[valid], out=offsets[1:])
+    if len(valid):
+        values = np.concatenate([pairs[i][1] for i in valid])
+    else:
+        values = np.empty((0,) + pairs[0][1].shape[1:])
+    return Packed(ids, n_obs, messages, valid, np.ascontiguousarray(values), offsets)
+
+
+def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
+    """Problems common to every family: empty, too short, NaN or infinite."""
+    n = len(values)
+    if n == 0:
+        return "empty dataset (0 values)"
+    if n < min_obs:
+        return f"too short: {n} values, at least {min_obs} needed for this number of components"
+    bad = int(np.count_nonzero(~np.isfinite(values)))
+    if bad:
+        return f"{bad} of {n} values are NaN or infinite"
+    return None

@@ -1,0 +1,1 @@
+"""How fits run: the shared EM driver, the CPU engine and the CUDA engine."""

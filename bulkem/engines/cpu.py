@@ -1,0 +1,69 @@
+"""CPU engine: every (dataset, start) fit in a Numba ``prange`` loop."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .. import config
+from .driver import make_em
+
+
+@njit(inline="always")
+def _same(x):
+    return x
+
+
+@njit(inline="always")
+def _nothing(a, n):
+    pass
+
+
+_runners: dict = {}
+
+
+def _runner(family, n_components, n_dims, dtype):
+    key = (family.name, n_components, n_dims, np.dtype(dtype).name)
+    if key in _runners:
+        return _runners[key]
+    em = make_em(family, n_components, n_dims, dtype.type, njit(inline="always"), _same, _nothing)
+    NC = family.n_coef(n_components, n_dims)
+    NS = family.n_stats(n_components, n_dims)
+    M = n_components
+    cdt = dtype.type
+
+    @njit(parallel=True)
+    def run(feat, stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+            max_iter, tol, drop_rtol, reg):
+        for f in prange(len(fit_ds)):
+            d = fit_ds[f]
+            coef = np.empty(NC, cdt)
+            stats = np.empty(NS, np.float64)
+            t = np.empty(M, cdt)
+            st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], 0, 1, const[d],
+                            params[f], coef, stats, t, max_iter, tol, drop_rtol, reg)
+            status[f] = st
+            n_iter[f] = it
+            loglik[f] = ll
+
+    _runners[key] = run
+    return run
+
+
+def run_fits(job, progress) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` on the CPU, in place.
+
+    Fits are done in chunks of ``config.CPU_CHUNK_FITS`` so that progress can
+    be reported; each fit depends on nothing but its own inputs, so the
+    chunking does not change any result.
+    """
+    run = _runner(job.family, job.n_components, job.n_dims, job.dtype)
+    feat = job.feat.astype(job.dtype, copy=False)
+    n = len(job.fit_ds)
+    step = config.CPU_CHUNK_FITS
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        run(feat, job.stride, job.offsets, job.fit_ds[lo:hi], job.const, job.params[lo:hi],
+            job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi],
+            job.max_iter, job.tol, job.drop_rtol, job.reg)
+        progress(hi - lo)

@@ -1,0 +1,119 @@
+"""The one EM driver, written once and compiled for the CPU and the GPU.
+
+:func:`make_em` builds the EM loop of a single fit from a family's hooks.
+The same Python source is compiled with ``numba.njit`` (CPU engine: one
+thread runs a fit, ``lane = 0``, ``step = 1``) and as a CUDA device
+function (GPU engine: the 32 lanes of a warp share a fit, lane ``j`` takes
+observations ``j, j + 32, ...``, and ``allreduce`` sums across the warp with
+shuffles).  The number of components and dimensions are compile-time
+constants, so the per-component loops unroll and small arrays stay in
+registers.
+
+One iteration is a single fused pass over the fit's observations that
+accumulates every sufficient statistic and the log-likelihood together
+(log-sum-exp responsibilities), then the reduction, the checks and the
+M-step.  The returned log-likelihood is that of the returned parameters:
+
+* E-step on the current parameters -> log-likelihood ``L``;
+* stop if ``L`` is not finite (degenerate), fell by more than rounding since
+  the previous iteration (degenerate), changed by less than ``tol``
+  (converged) or ``max_iter`` M-steps are done (max_iter);
+* otherwise M-step, and repeat.
+
+``n_iter`` counts the M-steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import config
+
+
+def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec):
+    """Build the single-fit EM loop.
+
+    Parameters
+    ----------
+    family : Family
+    n_components, n_dims : int
+        Baked in as compile-time constants.
+    dtype : numpy dtype
+        Compute dtype of the per-observation math (float32 or float64);
+        sums and the M-step are always float64.
+    jit : callable
+        Compiles a hook: ``numba.njit(inline="always")`` or a CUDA
+        device-function decorator.
+    allreduce : callable
+        ``allreduce(x) -> x`` summed over the lanes sharing a fit.
+    allreduce_vec : callable
+        ``allreduce_vec(a, n)``: the same, in place, for ``a[:n]``.
+
+    Returns
+    -------
+    callable
+        ``em(feat, stride, lo, hi, lane, step, const, params, coef, stats, t,
+        max_iter, tol, drop_rtol, reg) -> (status, n_iter, loglik)``, where
+        ``params`` (float64) is updated in place and ``coef``, ``stats``,
+        ``t`` are scratch arrays of the family's sizes (``t`` of length M, in
+        the compute dtype).
+    """
+    M = n_components
+    D = n_dims
+    NS = family.n_stats(M, D)
+    coef_f = jit(family.coef)
+    logdens_f = jit(family.logdens)
+    accum_f = jit(family.accum)
+    mstep_f = jit(family.mstep)
+    ONE = dtype(1.0)  # keeps 1/s in the compute dtype
+    CONVERGED = config.CONVERGED
+    MAX_ITER = config.MAX_ITER
+    NONFINITE = config.DEGENERATE_NONFINITE
+    DECREASE = config.DEGENERATE_DECREASE
+
+    def em(feat, stride, lo, hi, lane, step, const, params, coef, stats, t,
+           max_iter, tol, drop_rtol, reg):
+        n = hi - lo
+        it = 0
+        ll_prev = 0.0
+        while True:
+            coef_f(params, M, D, coef)
+            for k in range(NS):
+                stats[k] = 0.0
+            ll = 0.0
+            for i in range(lo + lane, hi, step):
+                top = logdens_f(coef, 0, D, feat, stride, i)
+                t[0] = top
+                for m in range(1, M):
+                    v = logdens_f(coef, m, D, feat, stride, i)
+                    t[m] = v
+                    if v > top:
+                        top = v
+                s = math.exp(t[0] - top)
+                t[0] = s
+                for m in range(1, M):
+                    e = math.exp(t[m] - top)
+                    t[m] = e
+                    s += e
+                ll += top + math.log(s)
+                inv = ONE / s
+                for m in range(M):
+                    accum_f(stats, m, t[m] * inv, D, feat, stride, i)
+            ll = allreduce(ll) + const
+            allreduce_vec(stats, NS)
+            if not math.isfinite(ll):
+                return NONFINITE, it, ll
+            if it > 0:
+                if ll < ll_prev - drop_rtol * abs(ll_prev):
+                    return DECREASE, it, ll
+                if abs(ll - ll_prev) < tol:
+                    return CONVERGED, it, ll
+            if it == max_iter:
+                return MAX_ITER, it, ll
+            status = mstep_f(stats, params, M, D, n, reg)
+            if status != 0:
+                return status, it, ll
+            ll_prev = ll
+            it += 1
+
+    return jit(em)

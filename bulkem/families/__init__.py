@@ -1,0 +1,16 @@
+"""Model families, by name."""
+
+from .base import Family
+from .invgauss import FAMILY as INVGAUSS
+
+FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS}
+
+
+def get(name: str) -> Family:
+    """The family called ``name``; raises ValueError naming the known ones."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown family {name!r}; expected one of {sorted(FAMILIES)}."
+        ) from None

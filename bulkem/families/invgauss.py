@@ -1,0 +1,153 @@
+"""Finite mixtures of inverse-Gaussian distributions.
+
+Density ``p(x | mu, lambda) = sqrt(lambda / (2 pi x^3)) exp(-lambda (x - mu)^2 / (2 mu^2 x))``
+for ``x > 0``.  Expanding the square,
+
+    log(w p(x)) = [log w + log(lambda)/2 + lambda/mu] - lambda/(2 mu^2) x - lambda/2 (1/x)
+                  - log(2 pi)/2 - 3/2 log x,
+
+so with the features ``(x, 1/x)`` stored once, each component costs two
+fused multiply-adds per observation; the last term is shared by all
+components and is added once per dataset (``obs_const``).  The sufficient
+statistics are ``S0 = sum r``, ``S1 = sum r x``, ``S2 = sum r / x`` per
+component, and the M-step of the source design,
+
+    lambda = S0 / sum r (x - mu_old)^2 / (mu_old^2 x)
+           = S0 / (S1 / mu_old^2 - 2 S0 / mu_old + S2),
+
+uses the *old* mean, as the original bulkem did.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import config
+from ..data import basic_problems
+from .base import Family
+
+_P = 3  # parameters per component: weight, mu, lambda
+
+
+def coef(params, M, D, c):
+    for m in range(M):
+        w = params[_P * m]
+        mu = params[_P * m + 1]
+        lam = params[_P * m + 2]
+        c[_P * m] = math.log(w) + 0.5 * math.log(lam) + lam / mu
+        c[_P * m + 1] = -0.5 * lam / (mu * mu)
+        c[_P * m + 2] = -0.5 * lam
+
+
+def logdens(c, m, D, feat, stride, i):
+    return c[_P * m] + c[_P * m + 1] * feat[i] + c[_P * m + 2] * feat[stride + i]
+
+
+def accum(stats, m, r, D, feat, stride, i):
+    stats[_P * m] += r
+    stats[_P * m + 1] += r * feat[i]
+    stats[_P * m + 2] += r * feat[stride + i]
+
+
+def mstep(stats, params, M, D, n, reg):
+    for m in range(M):
+        s0 = stats[_P * m]
+        s1 = stats[_P * m + 1]
+        s2 = stats[_P * m + 2]
+        if not s0 >= config.MIN_COMPONENT_MASS:
+            return config.DEGENERATE_COLLAPSE
+        mu_old = params[_P * m + 1]
+        denom = s1 / (mu_old * mu_old) - 2.0 * s0 / mu_old + s2
+        mu = s1 / s0
+        if not (mu > 0.0 and math.isfinite(mu) and math.isfinite(denom)):
+            return config.DEGENERATE_PARAM
+        if not denom * config.MAX_IG_SHAPE > s0 / mu:
+            return config.DEGENERATE_COLLAPSE  # shape lambda/mu beyond MAX_IG_SHAPE
+        params[_P * m] = s0 / n
+        params[_P * m + 1] = mu
+        params[_P * m + 2] = s0 / denom
+    return 0
+
+
+@njit(inline="always")
+def subset_init(x, idx, out):
+    n_comp, k = idx.shape
+    for m in range(n_comp):
+        mu = 0.0
+        for j in range(k):
+            mu += x[idx[m, j]]
+        mu /= k
+        inv = 0.0
+        for j in range(k):
+            inv += 1.0 / x[idx[m, j]] - 1.0 / mu
+        out[_P * m] = 1.0 / n_comp
+        out[_P * m + 1] = mu
+        out[_P * m + 2] = k / inv if inv > 0.0 else math.inf
+
+
+def min_obs(n_components: int, n_dims: int = 1) -> int:
+    return 3 * n_components  # one random-subset start per component, without overlap
+
+
+def check(values: np.ndarray, n_components: int) -> str | None:
+    msg = basic_problems(values, min_obs(n_components))
+    if msg is None:
+        bad = int(np.count_nonzero(values <= 0))
+        if bad:
+            msg = (f"{bad} of {len(values)} values are <= 0; the inverse-Gaussian "
+                   "family needs positive values")
+    return msg
+
+
+def features(values: np.ndarray) -> np.ndarray:
+    return np.stack([values, 1.0 / values])
+
+
+def obs_const(values: np.ndarray) -> np.ndarray:
+    return -0.5 * config.LOG_2PI - 1.5 * np.log(values)
+
+
+def log_components(values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64)[:, None]
+    p = np.asarray(params, dtype=np.float64).reshape(n_components, _P)
+    w, mu, lam = p[:, 0], p[:, 1], p[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.log(w) + 0.5 * np.log(lam / (2 * np.pi * x**3))
+                - lam * (x - mu) ** 2 / (2 * mu**2 * x))
+
+
+def param_columns(params: np.ndarray, n_components: int, n_dims: int) -> dict:
+    p = params.reshape(-1, _P)
+    return {"weight": p[:, 0], "mu": p[:, 1], "lambda": p[:, 2]}
+
+
+def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    return params.reshape(len(params), n_components, _P)[:, :, 1]
+
+
+FAMILY = Family(
+    name="invgauss",
+    ndim=1,
+    per_component=lambda D: _P,
+    n_coef=lambda M, D: _P * M,
+    n_stats=lambda M, D: _P * M,
+    n_features=lambda D: 2,
+    subset_size=lambda D: 3,
+    min_obs=min_obs,
+    n_free=lambda M, D: _P * M - 1,
+    check=check,
+    features=features,
+    obs_const=obs_const,
+    coef=coef,
+    logdens=logdens,
+    accum=accum,
+    mstep=mstep,
+    subset_init=subset_init,
+    log_components=log_components,
+    param_columns=param_columns,
+    order_key=order_key,
+    init_shapes=lambda M, D: {"weight": (M,), "mu": (M,), "lambda": (M,)},
+)

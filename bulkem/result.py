@@ -1,0 +1,214 @@
+"""FitResult: the tidy tables of a batch fit, and what can be computed from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import config
+
+STATUS_NAMES = {
+    config.CONVERGED: "converged",
+    config.MAX_ITER: "max_iter",
+    config.DEGENERATE_NONFINITE: "degenerate",
+    config.DEGENERATE_PARAM: "degenerate",
+    config.DEGENERATE_COLLAPSE: "degenerate",
+    config.DEGENERATE_DECREASE: "degenerate",
+}
+STATUS_MESSAGES = {
+    config.CONVERGED: "",
+    config.MAX_ITER: "",
+    config.DEGENERATE_NONFINITE: "log-likelihood became NaN or infinite",
+    config.DEGENERATE_PARAM: "a parameter became non-positive or non-finite",
+    config.DEGENERATE_COLLAPSE: "a component collapsed (no mass left, or zero spread)",
+    config.DEGENERATE_DECREASE: "log-likelihood fell by more than rounding",
+}
+
+
+def _lookup(table: dict, codes: np.ndarray) -> np.ndarray:
+    names = np.empty(max(table) + 1, dtype=object)
+    for k, v in table.items():
+        names[k] = v
+    return names[codes]
+
+
+@dataclass
+class FitResult:
+    """Result of :func:`bulkem.fit`.
+
+    Attributes
+    ----------
+    summary : pandas.DataFrame
+        One row per dataset, in input order: ``dataset, n_obs, status, loglik,
+        n_iter, converged, best_start, aic, bic, message``.  ``status`` is
+        ``converged`` or ``max_iter`` (of the best start), ``failed`` (every
+        start degenerate) or ``invalid_data`` (never fitted; ``message`` says
+        why).
+    components : pandas.DataFrame
+        One row per (dataset, component) of the best start, components
+        numbered from 1 in increasing order of their location (``mu`` for the
+        inverse-Gaussian family): ``dataset, component, weight, mu, lambda``.
+    starts : pandas.DataFrame
+        One row per (dataset, start): ``dataset, start, status, loglik,
+        n_iter, message``; ``status`` is ``converged``, ``max_iter`` or
+        ``degenerate`` (``message`` says how).  The log-likelihood is that of
+        the start's final parameters.
+    start_values : pandas.DataFrame
+        The starting values, one row per (dataset, start, component), in the
+        components' draw order: ``dataset, start, component`` and the same
+        parameter columns as ``components``.  Join it to ``starts`` on
+        ``(dataset, start)``.
+    backend : str
+        The engine that ran: "cpu" or "cuda".
+    seed : int
+        The seed of the random starts (drawn when none was given).
+    family : str
+    n_components : int
+    dtype : str
+    elapsed : float
+        Wall time of the whole call, seconds.
+    """
+
+    summary: pd.DataFrame
+    components: pd.DataFrame
+    starts: pd.DataFrame
+    start_values: pd.DataFrame
+    backend: str
+    seed: int
+    family: str
+    n_components: int
+    dtype: str
+    elapsed: float
+    _family: Any = field(repr=False, default=None)
+    _best: dict = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def assemble(cls, fam, packed, job, n_starts, seed, backend, dtype, elapsed) -> FitResult:
+        """Build the tables from a finished :class:`bulkem.api.Job`."""
+        M, D = job.n_components, job.n_dims
+        n_all, n_valid = len(packed.ids), len(packed.valid)
+        ids = pd.Series(packed.ids)
+        vids = ids.iloc[packed.valid].to_numpy()
+        code = job.status.reshape(n_valid, n_starts)
+        ll = job.loglik.reshape(n_valid, n_starts)
+        ok = code <= config.MAX_ITER
+        best = np.argmax(np.where(ok, ll, -np.inf), axis=1)
+        has = ok.any(axis=1)
+        rows = np.arange(n_valid)
+        best_ll = np.where(has, ll[rows, best], np.nan)
+        best_code = code[rows, best]
+        n_obs = packed.n_obs
+
+        status = np.full(n_all, "invalid_data", dtype=object)
+        status[packed.valid] = np.where(has, _lookup(STATUS_NAMES, best_code), "failed")
+        message = np.array([m or "" for m in packed.messages], dtype=object)
+        n_bad = (~ok).sum(axis=1)
+        message[packed.valid] = [
+            (f"all {n_starts} starts degenerate" if not h
+             else f"{b} of {n_starts} starts degenerate" if b else "")
+            for h, b in zip(has, n_bad)
+        ]
+        loglik = np.full(n_all, np.nan)
+        loglik[packed.valid] = best_ll
+        n_iter = np.full(n_all, -1, dtype=np.int64)
+        n_iter[packed.valid] = np.where(has, job.n_iter.reshape(n_valid, n_starts)[rows, best], -1)
+        best_start = np.full(n_all, -1, dtype=np.int64)
+        best_start[packed.valid] = np.where(has, best, -1)
+        k = fam.n_free(M, D)
+        summary = pd.DataFrame({
+            "dataset": ids,
+            "n_obs": n_obs,
+            "status": status,
+            "loglik": loglik,
+            "n_iter": n_iter,
+            "converged": status == "converged",
+            "best_start": best_start,
+            "aic": -2 * loglik + 2 * k,
+            "bic": -2 * loglik + k * np.log(n_obs.clip(1)),
+            "message": message,
+        })
+
+        fitted = rows[has]
+        P = fam.per_component(D)
+        bp = job.params.reshape(n_valid, n_starts, M, P)[fitted, best[fitted]]
+        order = np.argsort(fam.order_key(bp.reshape(len(fitted), -1), M, D), axis=1, kind="stable")
+        bp = np.take_along_axis(bp, order[:, :, None], axis=1).reshape(len(fitted), -1)
+        components = pd.DataFrame({
+            "dataset": np.repeat(vids[fitted], M),
+            "component": np.tile(np.arange(1, M + 1), len(fitted)),
+            **fam.param_columns(bp, M, D),
+        })
+
+        scode = job.status
+        starts = pd.DataFrame({
+            "dataset": np.repeat(vids, n_starts),
+            "start": np.tile(np.arange(n_starts), n_valid),
+            "status": _lookup(STATUS_NAMES, scode),
+            "loglik": job.loglik,
+            "n_iter": job.n_iter.astype(np.int64),
+            "message": _lookup(STATUS_MESSAGES, scode),
+        })
+        start_values = pd.DataFrame({
+            "dataset": np.repeat(vids, n_starts * M),
+            "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
+            "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
+            **fam.param_columns(job.init, M, D),
+        })
+        init_best = job.init.reshape(n_valid, n_starts, -1)[fitted, best[fitted]]
+        best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
+        return cls(summary, components, starts, start_values, backend, seed, fam.name, M,
+                   dtype, elapsed, fam, best_map)
+
+    def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._best[dataset]
+        except KeyError:
+            row = self.summary[self.summary["dataset"] == dataset]
+            why = f"its status is {row['status'].iloc[0]!r}" if len(row) else "no such dataset"
+            raise KeyError(f"dataset {dataset!r} has no fit: {why}.") from None
+
+    def _as_dict(self, params: np.ndarray) -> dict:
+        cols = self._family.param_columns(params[None], self.n_components, self._n_dims())
+        return {k: np.asarray(v) for k, v in cols.items()}
+
+    def _n_dims(self) -> int:
+        P = len(next(iter(self._best.values()))[0]) // self.n_components if self._best else 1
+        return max(1, (P - 1) // 2) if self._family.ndim == 2 else 1
+
+    def params(self, dataset: Any) -> dict:
+        """Fitted parameters of a dataset's best start, components in table order.
+
+        Returns
+        -------
+        dict of str -> ndarray of shape (n_components, ...)
+        """
+        return self._as_dict(self._get(dataset)[0])
+
+    def init_params(self, dataset: Any) -> dict:
+        """Starting values of a dataset's best start, in draw order."""
+        return self._as_dict(self._get(dataset)[1])
+
+    def density(self, dataset: Any, x: Any) -> np.ndarray:
+        """The fitted mixture density of a dataset at points x (for plotting).
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``.
+        x : array-like of shape (n,)
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
+        x = np.asarray(x, dtype=np.float64)
+        return np.exp(self._family.log_density(x, self._get(dataset)[0], self.n_components))
+
+    def __repr__(self) -> str:
+        counts = self.summary["status"].value_counts().to_dict()
+        return (f"FitResult(family={self.family!r}, n_components={self.n_components}, "
+                f"datasets={len(self.summary)}, backend={self.backend!r}, status={counts}, "
+                f"elapsed={self.elapsed:.3g}s)")

@@ -1,0 +1,141 @@
+"""Random starts, each determined by (seed, dataset, start) alone.
+
+A counter-based generator (SplitMix64 finaliser over the key
+``(seed, dataset key, start, draw counter)``) gives every draw its own
+number, so a start does not depend on the batch order, the chunking, the
+backend or the thread count.  The dataset key is a hash of the dataset's
+values, not of its position in the batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import config
+
+_U = np.uint64
+_M1 = _U(0xBF58476D1CE4E5B9)
+_M2 = _U(0x94D049BB133111EB)
+_GOLDEN = _U(0x9E3779B97F4A7C15)
+_S30, _S27, _S31, _S11 = _U(30), _U(27), _U(31), _U(11)
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
+
+
+@njit(inline="always")
+def mix64(z):
+    """SplitMix64 finaliser: a bijective, well-mixed map of uint64."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(inline="always")
+def uniform(seed, key, start, counter):
+    """Uniform double in [0, 1) for one draw."""
+    h = mix64(mix64(mix64(seed ^ key) ^ _U(start)) ^ _U(counter))
+    return float(h >> _S11) * _TO_UNIT
+
+
+@njit(parallel=True, cache=True)
+def _hash_rows(bits, offsets, width):
+    n = len(offsets) - 1
+    out = np.empty(n, dtype=np.uint64)
+    for k in prange(n):
+        h = _U(offsets[k + 1] - offsets[k])
+        for j in range(offsets[k] * width, offsets[k + 1] * width):
+            h = mix64(h ^ bits[j])
+        out[k] = h
+    return out
+
+
+def dataset_keys(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """A 64-bit key per dataset, hashed from its float64 values.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_total,) or (n_total, n_dims), float64
+    offsets : ndarray of shape (n_datasets + 1,)
+
+    Returns
+    -------
+    ndarray of shape (n_datasets,), uint64
+    """
+    width = 1 if values.ndim == 1 else values.shape[1]
+    bits = np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint64)
+    return _hash_rows(bits, offsets.astype(np.int64), width)
+
+
+def seed_key(seed: int) -> np.uint64:
+    """The uint64 form of a user seed."""
+    return np.uint64(int(seed) % 2**64)
+
+
+@njit(inline="always")
+def draw_distinct(n, k, seed, key, start, counter, idx, row):
+    """Draw k distinct indices in [0, n) into idx[row, :k]; return the next counter."""
+    for j in range(k):
+        for _ in range(config.SUBSET_DRAW_LIMIT):
+            c = min(int(uniform(seed, key, start, counter) * n), n - 1)
+            counter += 1
+            fresh = True
+            for q in range(j):
+                if idx[row, q] == c:
+                    fresh = False
+            if fresh:
+                break
+        idx[row, j] = c
+    return counter
+
+
+_subset_cache: dict = {}
+
+
+def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed):
+    """Random-subset starting values for every fit.
+
+    For each component, ``family.subset_size`` observations are drawn without
+    replacement and the family's ``subset_init`` turns them into that
+    component's starting parameters; weights start equal.
+
+    Parameters
+    ----------
+    family : Family
+    n_components : int
+    values, offsets : packed valid datasets
+    fit_ds : ndarray of shape (n_fits,)
+        Valid-dataset index of each fit.
+    fit_start : ndarray of shape (n_fits,)
+        Start number of each fit.
+    keys : ndarray of shape (n_valid,), uint64
+        Dataset keys from :func:`dataset_keys`.
+    seed : int
+
+    Returns
+    -------
+    ndarray of shape (n_fits, n_params), float64
+    """
+    kernel = _subset_cache.get(family.name)
+    if kernel is None:
+        kernel = _subset_cache[family.name] = _make_subset_kernel(family.subset_init)
+    n_dims = 1 if values.ndim == 1 else values.shape[1]
+    out = np.empty((len(fit_ds), family.n_params(n_components, n_dims)))
+    kernel(values, offsets, fit_ds, fit_start, keys, seed_key(seed),
+           n_components, family.subset_size(n_dims), out)
+    return out
+
+
+def _make_subset_kernel(init_fn):
+    @njit(parallel=True)
+    def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, k, out):
+        for f in prange(len(fit_ds)):
+            d = fit_ds[f]
+            x = values[offsets[d] : offsets[d + 1]]
+            idx = np.empty((m, k), dtype=np.int64)
+            counter = 0
+            for comp in range(m):
+                counter = draw_distinct(len(x), k, seed, keys[d], fit_start[f], counter, idx, comp)
+            init_fn(x, idx, out[f])
+
+    return kernel
