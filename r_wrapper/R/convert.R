@@ -1,0 +1,225 @@
+# Conversions between R values and the Python objects bulkem.fit() takes and
+# returns. Done by hand rather than by reticulate's automatic numpy/pandas
+# conversion, which in reticulate < 1.35 breaks on numpy >= 2 and pandas >= 3:
+# numbers cross as little-endian float64 bytes (exact, NA stays NaN), tables
+# come back column by column through Python lists.
+
+py_float_array <- function(x) {
+  np <- reticulate::import("numpy", convert = FALSE)
+  bytes <- writeBin(as.double(x), raw(), endian = "little")
+  np$frombuffer(reticulate::r_to_py(bytes), dtype = "<f8")$copy()
+}
+
+py_int_array <- function(x) {
+  np <- reticulate::import("numpy", convert = FALSE)
+  bytes <- writeBin(as.integer(x), raw(), size = 4L, endian = "little")
+  np$frombuffer(reticulate::r_to_py(bytes), dtype = "<i4")$astype("int64")
+}
+
+# One dataset: numbers go over as float64 (NA becomes NaN, which bulkem marks
+# invalid_data); anything else goes over as it is so that Python's own
+# validation, and its message, applies.
+py_dataset <- function(x, label) {
+  if (is.factor(x)) {
+    x <- as.character(x)
+  }
+  if (is.matrix(x) || is.array(x) && length(dim(x)) > 1L) {
+    stop(
+      "dataset ", label, " is a matrix of dimension ", paste(dim(x), collapse = " x "),
+      "; expected a numeric vector. For one dataset per column pass ",
+      "as.list(as.data.frame(m)).",
+      call. = FALSE
+    )
+  }
+  if (is.numeric(x) || is.logical(x) && all(is.na(x))) {
+    return(py_float_array(x))
+  }
+  if (is.null(x)) {
+    return(py_float_array(numeric(0)))
+  }
+  if (is.atomic(x)) {
+    # a list, not a scalar, so that a length-1 vector is still one dataset
+    return(reticulate::r_to_py(as.list(x)))
+  }
+  stop(
+    "dataset ", label, " is a ", class(x)[1L], "; expected a numeric vector.",
+    call. = FALSE
+  )
+}
+
+py_column <- function(x) {
+  if (is.factor(x)) {
+    x <- as.character(x)
+  }
+  if (is.integer(x) && !anyNA(x)) {
+    return(py_int_array(x))
+  }
+  if (is.numeric(x) || is.logical(x) && all(is.na(x))) {
+    return(py_float_array(x))
+  }
+  values <- as.list(x)
+  values[is.na(x)] <- list(NULL)
+  reticulate::r_to_py(values)
+}
+
+# Datasets in any of the accepted R forms -> the Python object bulkem.fit
+# takes. Returns the object and how dataset ids map back to R:
+# "position" (Python counts from 0; R shows 1, 2, ...), "name" or "label".
+py_datasets <- function(datasets) {
+  if (is.data.frame(datasets)) {
+    pd <- reticulate::import("pandas", convert = FALSE)
+    columns <- lapply(datasets, py_column)
+    frame <- pd$DataFrame(reticulate::py_dict(names(datasets), unname(columns)))
+    return(list(py = frame, ids = "label"))
+  }
+  if (is.list(datasets)) {
+    if (length(datasets) == 0L) {
+      # Python raises its own message for an empty batch
+      return(list(py = reticulate::r_to_py(list()), ids = "position"))
+    }
+    labels <- names(datasets)
+    named <- !is.null(labels)
+    if (named && (anyNA(labels) || any(!nzchar(labels)))) {
+      stop(
+        "datasets is a list with some names empty; name every dataset or none.",
+        call. = FALSE
+      )
+    }
+    if (named && anyDuplicated(labels)) {
+      stop(
+        "datasets has duplicated names (",
+        paste(unique(labels[duplicated(labels)]), collapse = ", "),
+        "); every dataset needs its own name.",
+        call. = FALSE
+      )
+    }
+    shown <- if (named) sprintf("'%s'", labels) else seq_along(datasets)
+    items <- Map(py_dataset, unname(datasets), shown)
+    if (named) {
+      return(list(py = reticulate::py_dict(labels, unname(items)), ids = "name"))
+    }
+    return(list(py = reticulate::r_to_py(unname(items)), ids = "position"))
+  }
+  if (is.atomic(datasets) || is.null(datasets)) {
+    if (is.null(datasets)) {
+      stop("datasets is NULL; expected a numeric vector, a list of them or a data.frame.",
+        call. = FALSE
+      )
+    }
+    return(list(py = py_dataset(datasets, 1L), ids = "position"))
+  }
+  stop(
+    "datasets is a ", class(datasets)[1L], "; expected a numeric vector, a list ",
+    "of numeric vectors, or a data.frame with columns 'dataset' and 'value'.",
+    call. = FALSE
+  )
+}
+
+# One pandas column -> an R vector.
+r_column <- function(col) {
+  kind <- reticulate::py_to_r(col$dtype$kind)
+  n <- reticulate::py_len(col)
+  builtins <- reticulate::import_builtins(convert = FALSE)
+  has_na <- isTRUE(reticulate::py_to_r(builtins$bool(col$isna()$any())))
+  values <- function() reticulate::py_to_r(col$tolist())
+  if (kind %in% c("i", "u") && !has_na) {
+    return(as.integer(unlist(values())))
+  }
+  if (kind %in% c("i", "u", "f")) {
+    return(as.double(unlist(reticulate::py_to_r(
+      col$astype("float64")$tolist()
+    ))))
+  }
+  if (kind == "b" && !has_na) {
+    return(as.logical(unlist(values())))
+  }
+  if (n == 0L) {
+    return(character(0))
+  }
+  items <- values()
+  missing <- as.logical(unlist(reticulate::py_to_r(col$isna()$tolist())))
+  present <- items[!missing]
+  out <- rep(NA, n)
+  if (all(vapply(present, is.numeric, logical(1)))) {
+    out[!missing] <- unlist(present)
+    return(as.numeric(out))
+  }
+  if (all(vapply(present, is.logical, logical(1)))) {
+    out[!missing] <- unlist(present)
+    return(as.logical(out))
+  }
+  out <- rep(NA_character_, n)
+  out[!missing] <- vapply(present, function(v) paste(format(v), collapse = " "), character(1))
+  out
+}
+
+# A pandas DataFrame -> an R data.frame with the same column names.
+r_table <- function(frame) {
+  names <- unlist(reticulate::py_to_r(frame$columns$tolist()))
+  frame <- frame$reset_index(drop = TRUE)
+  cols <- lapply(names, function(nm) r_column(reticulate::py_get_item(frame, nm)))
+  names(cols) <- names
+  as.data.frame(cols, stringsAsFactors = FALSE, optional = TRUE)
+}
+
+# Python dataset ids -> R ids: positions count from 1 in R.
+r_ids <- function(ids, how) {
+  if (identical(how, "position") && is.numeric(ids)) {
+    return(as.integer(ids + 1L))
+  }
+  ids
+}
+
+# R dataset id -> the Python id.
+py_id <- function(id, how) {
+  if (identical(how, "position")) {
+    return(as.integer(id) - 1L)
+  }
+  id
+}
+
+# A count or seed -> a Python int (never a float).
+py_int <- function(x, name, null_ok = FALSE) {
+  if (is.null(x) && null_ok) {
+    return(NULL)
+  }
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x != round(x)) {
+    stop(
+      "`", name, "` must be one whole number, got ",
+      paste(deparse(x), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  if (abs(x) <= .Machine$integer.max) {
+    return(as.integer(x))
+  }
+  # beyond R's integers (a large seed): exact up to 2^53
+  builtins <- reticulate::import_builtins(convert = FALSE)
+  builtins$int(sprintf("%.0f", x))
+}
+
+# init = list(weight =, mu =, lambda =): vectors of length M (one start) or
+# k x M matrices (k starts, one per row).
+py_init <- function(init) {
+  if (is.null(init)) {
+    return(NULL)
+  }
+  if (is.data.frame(init) || !is.list(init) || is.null(names(init))) {
+    stop(
+      "`init` must be a named list with elements weight, mu and lambda, ",
+      "each a vector (one start) or a matrix with one row per start.",
+      call. = FALSE
+    )
+  }
+  out <- lapply(init, function(v) {
+    if (is.matrix(v)) {
+      flat <- py_float_array(as.vector(t(v)))
+      flat$reshape(py_int(nrow(v), "nrow"), py_int(ncol(v), "ncol"))
+    } else if (is.numeric(v)) {
+      py_float_array(v)
+    } else {
+      reticulate::r_to_py(v)
+    }
+  })
+  reticulate::py_dict(names(init), unname(out))
+}

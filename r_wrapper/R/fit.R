@@ -1,0 +1,168 @@
+# The two fitting interfaces: fit_mixture() (tidy tables, as in Python) and
+# bulkem() (the interface of the original bulkem R package).
+
+run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
+                     backend, dtype, init, strict, progress) {
+  module <- bulkem_module()
+  data <- py_datasets(datasets)
+  if (!is.numeric(tol) || length(tol) != 1L || is.na(tol)) {
+    stop("`tol` must be one number >= 0, got ", paste(deparse(tol), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  result <- py_call(
+    module$fit,
+    data$py,
+    family = family,
+    n_components = py_int(components, "components"),
+    n_starts = py_int(starts, "starts"),
+    max_iter = py_int(max_iter, "max_iter"),
+    tol = as.double(tol),
+    seed = py_int(seed, "seed", null_ok = TRUE),
+    backend = backend,
+    dtype = dtype,
+    init = py_init(init),
+    strict = isTRUE(strict),
+    progress = isTRUE(progress)
+  )
+  list(py = result, ids = data$ids)
+}
+
+# The FitResult tables as R data.frames, with R conventions: dataset
+# positions and start numbers count from 1, and "no value" is NA (Python's
+# -1 placeholders for best_start and n_iter of datasets without a fit).
+r_tables <- function(py, ids) {
+  summary <- r_table(py$summary)
+  components <- r_table(py$components)
+  starts <- r_table(py$starts)
+  start_values <- r_table(py$start_values)
+  summary$dataset <- r_ids(summary$dataset, ids)
+  components$dataset <- r_ids(components$dataset, ids)
+  starts$dataset <- r_ids(starts$dataset, ids)
+  start_values$dataset <- r_ids(start_values$dataset, ids)
+  summary$best_start <- ifelse(summary$best_start < 0L, NA_integer_,
+    as.integer(summary$best_start + 1L)
+  )
+  summary$n_iter[summary$n_iter < 0L] <- NA_integer_
+  starts$start <- as.integer(starts$start + 1L)
+  start_values$start <- as.integer(start_values$start + 1L)
+  list(
+    summary = summary,
+    components = components,
+    starts = starts,
+    start_values = start_values
+  )
+}
+
+fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 10,
+                        max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
+                        dtype = "float64", init = NULL, strict = FALSE,
+                        progress = FALSE) {
+  run <- run_fit(
+    datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
+    init, strict, progress
+  )
+  out <- r_tables(run$py, run$ids)
+  py <- run$py
+  structure(
+    out,
+    class = "bulkem_fit",
+    backend = reticulate::py_to_r(py$backend),
+    seed = as.numeric(reticulate::py_str(py$seed)),
+    family = reticulate::py_to_r(py$family),
+    n_components = reticulate::py_to_r(py$n_components),
+    elapsed = reticulate::py_to_r(py$elapsed),
+    ids = run$ids,
+    python = py
+  )
+}
+
+print.bulkem_fit <- function(x, ...) {
+  s <- x$summary
+  counts <- table(s$status)
+  cat(sprintf(
+    "bulkem fit: %s mixture, %d components, %d datasets, backend %s, seed %.0f, %.3g s\n",
+    attr(x, "family"), attr(x, "n_components"), nrow(s), attr(x, "backend"),
+    attr(x, "seed"), attr(x, "elapsed")
+  ))
+  cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
+  cat("Tables: $summary, $components, $starts, $start_values\n")
+  print(utils::head(s[, c("dataset", "n_obs", "status", "loglik", "n_iter", "bic")], 10L))
+  if (nrow(s) > 10L) {
+    cat("... ", nrow(s) - 10L, " more datasets\n", sep = "")
+  }
+  invisible(x)
+}
+
+mixture_density <- function(fit, dataset, x) {
+  if (!inherits(fit, "bulkem_fit")) {
+    stop("`fit` must be the result of fit_mixture(), got a ", class(fit)[1L], ".",
+      call. = FALSE
+    )
+  }
+  py <- attr(fit, "python")
+  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
+    stop("This fit's Python object is gone (saved and reloaded?); fit again.", call. = FALSE)
+  }
+  if (length(dataset) != 1L) {
+    stop("`dataset` must be one dataset id, as in fit$summary$dataset.", call. = FALSE)
+  }
+  id <- py_id(dataset, attr(fit, "ids"))
+  if (is.numeric(id) && id == round(id)) {
+    id <- as.integer(id)
+  }
+  dens <- py_call(py$density, id, py_float_array(x))
+  as.double(unlist(reticulate::py_to_r(dens$tolist())))
+}
+
+bulkem <- function(datasets, num.components = 2, max.iters = 100, random.inits = 1,
+                   use.gpu = NA, epsilon = 1e-6, verbose = FALSE, seed = NULL) {
+  if (!is.logical(use.gpu) || length(use.gpu) != 1L) {
+    stop("`use.gpu` must be TRUE, FALSE or NA, got ",
+      paste(deparse(use.gpu), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  backend <- if (is.na(use.gpu)) "auto" else if (use.gpu) "cuda" else "cpu"
+  run <- run_fit(
+    datasets,
+    family = "invgauss", components = num.components, starts = random.inits,
+    max_iter = max.iters, tol = epsilon, seed = seed, backend = backend,
+    dtype = "float64", init = NULL, strict = FALSE, progress = verbose
+  )
+  tables <- r_tables(run$py, run$ids)
+  if (isTRUE(verbose)) {
+    message(sprintf(
+      "bulkem: %d datasets fitted on the %s backend",
+      nrow(tables$summary), reticulate::py_to_r(run$py$backend)
+    ))
+  }
+  m <- reticulate::py_to_r(run$py$n_components)
+  s <- tables$summary
+  comp <- tables$components
+  sv <- tables$start_values
+  fits <- lapply(seq_len(nrow(s)), function(i) {
+    id <- s$dataset[i]
+    rows <- comp[comp$dataset == id, , drop = FALSE]
+    best <- s$best_start[i]
+    init <- sv[sv$dataset == id & !is.na(best) & sv$start == best, , drop = FALSE]
+    pick <- function(table, col) {
+      if (nrow(table) == m) table[[col]][order(table$component)] else rep(NA_real_, m)
+    }
+    list(
+      lambda = pick(rows, "lambda"),
+      mu = pick(rows, "mu"),
+      alpha = pick(rows, "weight"),
+      init_lambda = pick(init, "lambda"),
+      init_mu = pick(init, "mu"),
+      init_alpha = pick(init, "weight"),
+      loglik = as.double(s$loglik[i]),
+      num_iterations = as.integer(s$n_iter[i]),
+      fit_success = identical(s$status[i], "converged")
+    )
+  })
+  if (!identical(run$ids, "position")) {
+    names(fits) <- as.character(s$dataset)
+  }
+  fits
+}
