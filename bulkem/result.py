@@ -109,7 +109,7 @@ class FitResult:
         message[packed.valid] = [
             (f"all {n_starts} starts degenerate" if not h
              else f"{b} of {n_starts} starts degenerate" if b else "")
-            for h, b in zip(has, n_bad)
+            for h, b in zip(has, n_bad, strict=True)
         ]
         loglik = np.full(n_all, np.nan)
         loglik[packed.valid] = best_ll
