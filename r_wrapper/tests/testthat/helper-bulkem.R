@@ -1,0 +1,43 @@
+# Skips a test when the Python side is truly absent, saying why. With
+# BULKEM_REQUIRE_PYTHON=1 (set by scripts/test_r.sh) a missing Python side is
+# an error instead, so that skips cannot hide every test in CI.
+skip_if_no_bulkem <- function() {
+  ok <- bulkem_available()
+  if (isTRUE(ok)) {
+    return(invisible(TRUE))
+  }
+  if (nzchar(Sys.getenv("BULKEM_REQUIRE_PYTHON"))) {
+    stop("BULKEM_REQUIRE_PYTHON is set but ", attr(ok, "reason"))
+  }
+  skip(paste("Python module bulkem not available:", attr(ok, "reason")))
+}
+
+py_bulkem <- function() reticulate::import("bulkem", convert = FALSE)
+
+# A pandas column as a plain R vector, straight from Python (independent of
+# the package's own conversion code).
+py_col <- function(frame, name) {
+  values <- reticulate::py_to_r(reticulate::py_get_item(frame, name)$tolist())
+  values <- lapply(values, function(v) if (is.null(v)) NA else v)
+  unlist(values)
+}
+
+# Demo data drawn in Python; the same float64 values in R and in Python.
+demo_data <- function(n_datasets = 3L, n_obs = 300L, seed = 11L) {
+  py <- py_bulkem()$datasets$simulate_demo(n_datasets, n_obs, seed)
+  r <- lapply(seq_len(n_datasets), function(i) {
+    as.double(unlist(reticulate::py_to_r(reticulate::py_get_item(py, i - 1L)$tolist())))
+  })
+  list(r = r, py = py)
+}
+
+# The message of the exception a Python statement raises.
+python_message <- function(code) {
+  main <- reticulate::py_run_string(paste0(
+    "import bulkem, numpy as np, warnings\n",
+    "warnings.simplefilter('ignore')\n",
+    "try:\n    ", code, "\n    _msg = None\n",
+    "except Exception as _err:\n    _msg = str(_err)\n"
+  ), convert = FALSE)
+  reticulate::py_to_r(main$`_msg`)
+}

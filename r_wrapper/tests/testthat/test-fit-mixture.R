@@ -1,0 +1,102 @@
+expect_same_table <- function(r, py, shift = character(), skip_cols = character()) {
+  py_names <- unlist(reticulate::py_to_r(py$columns$tolist()))
+  expect_identical(names(r), py_names)
+  expect_equal(nrow(r), reticulate::py_len(py))
+  for (name in setdiff(py_names, skip_cols)) {
+    expected <- py_col(py, name)
+    if (name %in% shift) {
+      expected <- expected + 1L
+    }
+    actual <- r[[name]]
+    if (is.numeric(expected)) {
+      expect_equal(as.double(actual), as.double(expected), tolerance = 1e-12, info = name)
+    } else {
+      expect_identical(actual, expected, info = name)
+    }
+  }
+}
+
+test_that("fit_mixture() gives the tables of the Python call on the same data and seed", {
+  skip_if_no_bulkem()
+  data <- demo_data()
+  fit <- fit_mixture(data$r, starts = 3, max_iter = 50, seed = 42, backend = "cpu")
+  py <- py_bulkem()$fit(data$py,
+    n_starts = 3L, max_iter = 50L, seed = 42L, backend = "cpu",
+    progress = FALSE
+  )
+  expect_s3_class(fit, "bulkem_fit")
+  expect_named(fit, c("summary", "components", "starts", "start_values"))
+  for (tab in names(fit)) expect_s3_class(fit[[tab]], "data.frame")
+  # dataset positions and start numbers count from 1 in R
+  expect_same_table(fit$summary, py$summary, shift = c("dataset", "best_start"))
+  expect_same_table(fit$components, py$components, shift = "dataset")
+  expect_same_table(fit$starts, py$starts, shift = c("dataset", "start"))
+  expect_same_table(fit$start_values, py$start_values, shift = c("dataset", "start"))
+  expect_identical(fit$summary$dataset, 1:3)
+  expect_type(fit$summary$n_obs, "integer")
+  expect_type(fit$summary$converged, "logical")
+  expect_equal(attr(fit, "seed"), 42)
+  expect_equal(attr(fit, "backend"), "cpu")
+  expect_equal(attr(fit, "n_components"), 2L)
+  expect_output(print(fit), "bulkem fit: invgauss mixture, 2 components, 3 datasets")
+})
+
+test_that("named lists and long data.frames keep their dataset names", {
+  skip_if_no_bulkem()
+  data <- demo_data(2L, 200L, 5L)
+  named <- stats::setNames(data$r, c("first", "second"))
+  fit <- fit_mixture(named, starts = 2, max_iter = 30, seed = 3, backend = "cpu")
+  expect_identical(fit$summary$dataset, c("first", "second"))
+  expect_identical(unique(fit$components$dataset), c("first", "second"))
+  long <- data.frame(
+    dataset = rep(c("first", "second"), each = 200),
+    value = unlist(data$r)
+  )
+  fit_long <- fit_mixture(long, starts = 2, max_iter = 30, seed = 3, backend = "cpu")
+  expect_equal(fit_long$summary, fit$summary)
+  expect_equal(fit_long$components, fit$components)
+  # the Python call on a dict gives the same numbers
+  py <- py_bulkem()$fit(reticulate::py_dict(c("first", "second"), list(
+    reticulate::py_get_item(data$py, 0L), reticulate::py_get_item(data$py, 1L)
+  )), n_starts = 2L, max_iter = 30L, seed = 3L, backend = "cpu", progress = FALSE)
+  expect_same_table(fit$components, py$components)
+  expect_same_table(fit$starts, py$starts, shift = "start")
+  # one vector is one dataset
+  one <- fit_mixture(data$r[[1]], starts = 2, max_iter = 30, seed = 3, backend = "cpu")
+  expect_identical(one$summary$dataset, 1L)
+  expect_equal(one$summary$loglik, fit$summary$loglik[1])
+})
+
+test_that("user starting values are the first starts", {
+  skip_if_no_bulkem()
+  data <- demo_data(1L, 300L, 9L)
+  init <- list(
+    weight = rbind(c(0.5, 0.5), c(0.3, 0.7)),
+    mu = rbind(c(0.99, 1.01), c(1, 3)),
+    lambda = rbind(c(1, 1), c(30, 0.2))
+  )
+  fit <- fit_mixture(data$r, starts = 3, seed = 1, backend = "cpu", init = init)
+  sv <- fit$start_values
+  expect_equal(sv$mu[sv$start == 1], c(0.99, 1.01))
+  expect_equal(sv$lambda[sv$start == 2], c(30, 0.2))
+  expect_equal(sv$weight[sv$start == 2], c(0.3, 0.7))
+  one <- fit_mixture(data$r, starts = 1, seed = 1, backend = "cpu",
+    init = list(weight = c(0.5, 0.5), mu = c(0.99, 1.01), lambda = c(1, 1)))
+  expect_equal(one$start_values$mu, c(0.99, 1.01))
+})
+
+test_that("mixture_density() equals the inverse-Gaussian mixture from statmod", {
+  skip_if_no_bulkem()
+  skip_if_not_installed("statmod")
+  data <- demo_data(2L, 300L, 4L)
+  fit <- fit_mixture(data$r, starts = 2, seed = 8, backend = "cpu")
+  x <- c(0.05, 0.5, 1, 2, 5, 10)
+  for (id in 1:2) {
+    comp <- fit$components[fit$components$dataset == id, ]
+    expected <- Reduce(`+`, lapply(seq_len(nrow(comp)), function(j) {
+      comp$weight[j] * statmod::dinvgauss(x, mean = comp$mu[j], shape = comp$lambda[j])
+    }))
+    expect_equal(mixture_density(fit, id, x), expected, tolerance = 1e-10)
+  }
+  expect_error(mixture_density(list(), 1, x), "must be the result of fit_mixture")
+})
