@@ -31,7 +31,9 @@ MAX_IG_SHAPE = 1e14
 SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
 
 # --- CPU engine ---
-CPU_CHUNK_FITS = 200_000  # fits per parallel call (progress granularity)
+CPU_CHUNK_FITS = 200_000  # most fits per parallel call
+PROGRESS_STEPS = 50  # while progress is shown, work is reported in about this many steps
+CPU_MIN_CHUNK_FITS = 256  # ... but never in parallel calls of fewer fits than this
 
 # --- CUDA engine ---
 WARP_SIZE = 32

@@ -40,6 +40,11 @@ class Progress:
             if tqdm is not None:
                 self._bar = tqdm(total=total, desc=desc, unit="fit", file=sys.stderr)
 
+    @property
+    def active(self) -> bool:
+        """Whether anybody is watching (then engines report in smaller steps)."""
+        return self._bar is not None or self._callback is not None
+
     def __call__(self, n: int) -> None:
         self.done += n
         if self._bar is not None:

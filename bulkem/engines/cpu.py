@@ -53,14 +53,16 @@ def _runner(family, n_components, n_dims, dtype):
 def run_fits(job, progress) -> None:
     """Run every fit of a :class:`bulkem.api.Job` on the CPU, in place.
 
-    Fits are done in chunks of ``config.CPU_CHUNK_FITS`` so that progress can
-    be reported; each fit depends on nothing but its own inputs, so the
-    chunking does not change any result.
+    Fits are done in chunks (smaller while progress is shown); each fit
+    depends on nothing but its own inputs, so the chunking does not change any
+    result.
     """
     run = _runner(job.family, job.n_components, job.n_dims, job.dtype)
     feat = job.feat.astype(job.dtype, copy=False)
     n = len(job.fit_ds)
     step = config.CPU_CHUNK_FITS
+    if progress.active:
+        step = min(step, max(config.CPU_MIN_CHUNK_FITS, -(-n // config.PROGRESS_STEPS)))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         run(feat, job.stride, job.offsets, job.fit_ds[lo:hi], job.const, job.params[lo:hi],

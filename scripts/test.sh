@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs R from Debian's packages when
+# it is missing, bulkem with its test extras into .venv, then runs ruff, pytest
+# (the CUDA engine under numba's simulator unless BULKEM_TEST_REAL_GPU=1) and
+# the R package's tests and vignettes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+r_pkgs="r-base-core r-cran-reticulate r-cran-testthat r-cran-statmod r-cran-knitr r-cran-rmarkdown pandoc"
+if ! command -v Rscript >/dev/null 2>&1 || ! command -v pandoc >/dev/null 2>&1 \
+   || ! Rscript -e 'for (p in c("reticulate","testthat","statmod","knitr","rmarkdown")) library(p, character.only=TRUE)' >/dev/null 2>&1; then
+  echo "== installing R from Debian's packages"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $r_pkgs >/dev/null
+fi
+
+echo "== installing bulkem into .venv"
+source scripts/setup_env.sh "test,r,parquet"
+
+echo "== ruff"
+.venv/bin/ruff check .
+
+echo "== pytest"
+.venv/bin/python -m pytest -q -p no:cacheprovider
+
+if [ -f scripts/test_r.sh ]; then
+  echo "== R package and vignettes"
+  BULKEM_PYTHON="$BULKEM_PYTHON" bash scripts/test_r.sh
+fi

@@ -1,0 +1,49 @@
+"""Test set-up: the CUDA engine runs under numba's simulator unless asked not to.
+
+Set ``BULKEM_TEST_REAL_GPU=1`` to run the CUDA tests on a real GPU instead.
+``BULKEM_TEST_SEED`` overrides the seed of the randomised tests (it is
+printed in each test's output) so that a failing case can be replayed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if os.environ.get("BULKEM_TEST_REAL_GPU") != "1":
+    # Must be set before numba is imported anywhere.
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+if SIMULATED:
+    # The simulator runs a Python thread per CUDA thread; warp shuffles make
+    # them meet at barriers, which the default 5 ms GIL switch interval
+    # turns into minutes.
+    sys.setswitchinterval(1e-6)
+
+SEED = int(os.environ.get("BULKEM_TEST_SEED", "20261121"))
+
+
+@pytest.fixture
+def seed() -> int:
+    print(f"seed = {SEED} (override with BULKEM_TEST_SEED)")
+    return SEED
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def backend(request, monkeypatch) -> str:
+    """Every engine; CUDA with two fits per block so that several blocks run."""
+    if request.param == "cuda":
+        from bulkem import config
+
+        monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 2)
+    return request.param
+
+
+def demo(n_datasets: int, n_obs: int, seed: int) -> list[np.ndarray]:
+    from bulkem.datasets import simulate_demo
+
+    return simulate_demo(n_datasets, n_obs, seed=seed)

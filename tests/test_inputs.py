@@ -1,0 +1,124 @@
+"""Bad arguments raise at once; bad datasets get their own status; the rest is fitted."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import demo
+
+import bulkem
+from bulkem.engines import cuda as cuda_engine
+
+GOOD = demo(1, 60, 5)[0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "words"),
+    [
+        (dict(n_components=0), ValueError, "n_components must be >= 1"),
+        (dict(n_components=1.5), TypeError, "n_components must be an integer"),
+        (dict(n_starts=0), ValueError, "n_starts must be >= 1"),
+        (dict(max_iter=0), ValueError, "max_iter must be >= 1"),
+        (dict(tol=-1.0), ValueError, "tol must be a number >= 0"),
+        (dict(family="gamma"), ValueError, "unknown family 'gamma'"),
+        (dict(backend="tpu"), ValueError, "unknown backend 'tpu'"),
+        (dict(dtype="float16"), ValueError, "unknown dtype 'float16'"),
+        (dict(seed=-3), ValueError, "seed must be >= 0"),
+        (dict(init={"mu": [1, 2]}), ValueError, "init has keys"),
+        (dict(init={"weight": [1, 1], "mu": [1, 2, 3], "lambda": [1, 1]}), ValueError,
+         "init['mu'] has shape (3,)"),
+        (dict(init={"weight": [[1, 1]] * 3, "mu": [[1, 2]] * 3, "lambda": [[1, 1]] * 3},
+              n_starts=2), ValueError, "init gives 3 starts but n_starts = 2"),
+    ],
+)
+def test_bad_arguments_raise_at_once(kwargs, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        bulkem.fit([GOOD], **{"backend": "cpu", **kwargs})
+
+
+def test_non_numeric_data_raises():
+    with pytest.raises(TypeError, match="non-numeric"):
+        bulkem.fit([GOOD, ["a", "b", "c"]], backend="cpu")
+    with pytest.raises(TypeError, match="expected a list of arrays"):
+        bulkem.fit(42, backend="cpu")
+
+
+def test_cuda_without_gpu_says_what_was_found(monkeypatch):
+    monkeypatch.setattr(cuda_engine, "available", lambda: (False, "no CUDA driver found"))
+    with pytest.raises(ValueError, match="no CUDA driver found.*backend='cpu'"):
+        bulkem.fit([GOOD], backend="cuda")
+    assert bulkem.fit([GOOD], backend="auto", n_starts=1).backend == "cpu"
+
+
+def test_bad_datasets_get_their_own_status(backend):
+    data = {
+        "ok1": GOOD,
+        "empty": [],
+        "short": [1.0, 2.0, 3.0],
+        "nan": np.r_[GOOD[:20], np.nan],
+        "inf": np.r_[GOOD[:20], np.inf],
+        "negative": np.r_[GOOD[:20], -1.0, 0.0],
+        "ok2": GOOD[::-1] * 2,
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = bulkem.fit(data, n_starts=2, max_iter=5, seed=1, backend=backend)
+    msgs = [str(w.message) for w in caught if "invalid" in str(w.message)]
+    assert msgs == ["5 of 7 datasets are invalid and were not fitted; see summary.status "
+                    "and summary.message."]
+    s = res.summary.set_index("dataset")
+    assert s.loc["ok1", "status"] in ("converged", "max_iter")
+    assert s.loc["ok2", "status"] in ("converged", "max_iter")
+    assert s.loc["empty", "message"] == "empty dataset (0 values)"
+    assert "too short: 3 values, at least 6" in s.loc["short", "message"]
+    assert s.loc["nan", "message"] == "1 of 21 values are NaN or infinite"
+    assert s.loc["inf", "message"] == "1 of 21 values are NaN or infinite"
+    assert s.loc["negative", "message"].startswith("2 of 22 values are <= 0")
+    bad = s.drop(index=["ok1", "ok2"])
+    assert (bad.status == "invalid_data").all() and bad.loglik.isna().all()
+    assert set(res.components.dataset) == {"ok1", "ok2"}
+    with pytest.raises(ValueError, match="5 invalid dataset"):
+        bulkem.fit(data, strict=True, backend=backend)
+
+
+def test_failed_start_is_recorded_never_best(backend):
+    init = {"weight": [[0.5, 0.5], [0.5, 0.5]], "mu": [[1.0, 3.0], [1000.0, 2.0]],
+            "lambda": [[30.0, 0.2], [1e6, 1.0]]}
+    res = bulkem.fit([GOOD], n_starts=2, init=init, max_iter=10, backend=backend)
+    st = res.starts.set_index("start")
+    assert st.loc[1, "status"] == "degenerate"
+    assert "collapsed" in st.loc[1, "message"]
+    assert res.summary.best_start[0] == 0
+    assert res.summary.message[0] == "1 of 2 starts degenerate"
+
+
+def test_every_start_degenerate_is_failed(backend):
+    with pytest.warns(UserWarning, match="1 of 2 datasets have no usable start"):
+        res = bulkem.fit([GOOD, np.full(30, 2.0)], n_starts=3, max_iter=5, seed=2,
+                         backend=backend)
+    assert list(res.summary.status) [1] == "failed"
+    assert res.summary.message[1] == "all 3 starts degenerate"
+    assert (res.starts[res.starts.dataset == 1].status == "degenerate").all()
+    assert 1 not in set(res.components.dataset)
+
+
+def test_input_forms_agree():
+    a, b = demo(2, 50, 9)
+    kw = dict(n_starts=2, max_iter=20, seed=4, backend="cpu")
+    from_list = bulkem.fit([a, b], **kw)
+    from_dict = bulkem.fit({"a": a, "b": b}, **kw)
+    long = pd.DataFrame({"dataset": ["a"] * len(a) + ["b"] * len(b), "value": np.r_[a, b]})
+    from_frame = bulkem.fit(long, **kw)
+    renamed = bulkem.fit(long.rename(columns={"dataset": "g", "value": "x"}), dataset_col="g",
+                         value_col="x", **kw)
+    one = bulkem.fit(a, **kw)
+    assert list(from_dict.summary.dataset) == ["a", "b"]
+    for r in (from_dict, from_frame, renamed):
+        assert np.array_equal(r.summary.loglik, from_list.summary.loglik)
+    assert one.summary.loglik[0] == from_list.summary.loglik[0]
+    with pytest.raises(ValueError, match="expected a 'dataset' column"):
+        bulkem.fit(long.rename(columns={"dataset": "g"}), backend="cpu")
