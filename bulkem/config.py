@@ -27,6 +27,14 @@ DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
 # beyond it the component has collapsed onto a point in float64 terms.
 MAX_IG_SHAPE = 1e14
 
+# log-sum-exp in the E-step: terms are taken relative to component 0 unless
+# one exceeds it by more than this (exp would overflow), by compute dtype.
+LSE_SHIFT_MAX = {"float64": 700.0, "float32": 80.0}
+# Per-observation sums below LSE_PROD_SAFE are multiplied into a running
+# product, logged once it passes LSE_PROD_FLUSH (both far from overflow).
+LSE_PROD_SAFE = 1e30
+LSE_PROD_FLUSH = 1e250
+
 # --- random starts ---
 SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
 
@@ -38,6 +46,16 @@ CPU_MIN_CHUNK_FITS = 256  # ... but never in parallel calls of fewer fits than t
 # --- CUDA engine ---
 WARP_SIZE = 32
 CUDA_WARPS_PER_BLOCK = 4  # fits per block: one warp owns one fit
-CUDA_CHUNK_FITS = 1_000_000  # fits per kernel launch (progress granularity)
+CUDA_MAX_REGISTERS = None  # cap on registers per thread (None: the compiler's choice)
+
+# --- CUDA scheduler ---
+CUDA_DEVICES = None  # GPU ids to use; None: every visible GPU
+CUDA_STREAMS_PER_DEVICE = 2  # host threads (each with its own stream) per GPU
+CUDA_CHUNKS_PER_STREAM = 2  # chunks a stream gets at least, so copies overlap kernels
+CUDA_CHUNK_FITS = 1_000_000  # most fits in one launch
+CUDA_MIN_CHUNK_FITS = 16_384  # fewest fits worth a launch (about 6 waves on an H100)
+CUDA_MEMORY_FRACTION = 0.5  # share of free GPU memory the chunks in flight may take
+CUDA_MEMORY_BUDGET = None  # bytes per chunk; None: from free memory (tests set it small)
+CUDA_GROUP_BY_SIZE = True  # order datasets by size so neighbouring fits cost the same
 
 LOG_2PI = math.log(2.0 * math.pi)

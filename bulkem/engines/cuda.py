@@ -78,7 +78,8 @@ _kernels: dict = {}
 
 
 def _kernel(family, n_components, n_dims, dtype):
-    key = (family.name, n_components, n_dims, np.dtype(dtype).name, config.CUDA_WARPS_PER_BLOCK)
+    key = (family.name, n_components, n_dims, np.dtype(dtype).name, config.CUDA_WARPS_PER_BLOCK,
+           config.CUDA_MAX_REGISTERS)
     if key in _kernels:
         return _kernels[key]
     em = make_em(family, n_components, n_dims, dtype.type, _device, _warp_sum, _warp_sum_vec)
@@ -88,8 +89,9 @@ def _kernel(family, n_components, n_dims, dtype):
     M = n_components
     WPB = config.CUDA_WARPS_PER_BLOCK
     cdt = float32 if dtype == np.float32 else float64
+    opts = {} if config.CUDA_MAX_REGISTERS is None else {"max_registers": config.CUDA_MAX_REGISTERS}
 
-    @cuda.jit
+    @cuda.jit(**opts)
     def kernel(feat, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
                max_iter, tol, drop_rtol, reg):
         tid = cuda.threadIdx.x
@@ -117,30 +119,39 @@ def _kernel(family, n_components, n_dims, dtype):
     return kernel
 
 
-def run_fits(job, progress) -> None:
-    """Run every fit of a :class:`bulkem.api.Job` on the current GPU, in place."""
+def launch(job, chunk, stream) -> None:
+    """Copy one chunk to the current GPU, run its fits, copy the results back.
+
+    Parameters
+    ----------
+    job : bulkem.api.Job
+        Results are written into its arrays at the chunk's fit rows.
+    chunk : bulkem.engines.scheduler.Chunk
+        The chunk's datasets, packed on the host.
+    stream : numba.cuda.cudadrv.driver.Stream
+    """
     kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype)
-    stream = cuda.stream()
-    feat = cuda.to_device(job.feat.astype(job.dtype, copy=False), stream=stream)
-    offsets = cuda.to_device(job.offsets, stream=stream)
-    const = cuda.to_device(job.const, stream=stream)
-    n = len(job.fit_ds)
-    step = config.CUDA_CHUNK_FITS
+    feat = cuda.to_device(chunk.feat, stream=stream)
+    offsets = cuda.to_device(chunk.offsets, stream=stream)
+    const = cuda.to_device(chunk.const, stream=stream)
+    fit_ds = cuda.to_device(chunk.fit_ds, stream=stream)
+    params = cuda.to_device(job.params[chunk.fits], stream=stream)
+    n = len(chunk.fits)
+    status = cuda.device_array(n, np.int32, stream=stream)
+    n_iter = cuda.device_array(n, np.int32, stream=stream)
+    loglik = cuda.device_array(n, np.float64, stream=stream)
     wpb = config.CUDA_WARPS_PER_BLOCK
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        fit_ds = cuda.to_device(job.fit_ds[lo:hi], stream=stream)
-        params = cuda.to_device(job.params[lo:hi], stream=stream)
-        status = cuda.device_array(hi - lo, np.int32, stream=stream)
-        n_iter = cuda.device_array(hi - lo, np.int32, stream=stream)
-        loglik = cuda.device_array(hi - lo, np.float64, stream=stream)
-        blocks = (hi - lo + wpb - 1) // wpb
-        kernel[blocks, wpb * _WARP, stream](
-            feat, job.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-            job.max_iter, job.tol, job.drop_rtol, job.reg)
-        params.copy_to_host(job.params[lo:hi], stream=stream)
-        status.copy_to_host(job.status[lo:hi], stream=stream)
-        n_iter.copy_to_host(job.n_iter[lo:hi], stream=stream)
-        loglik.copy_to_host(job.loglik[lo:hi], stream=stream)
-        stream.synchronize()
-        progress(hi - lo)
+    kernel[(n + wpb - 1) // wpb, wpb * _WARP, stream](
+        feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+        job.max_iter, job.tol, job.drop_rtol, job.reg)
+    out = [a.copy_to_host(stream=stream) for a in (params, status, n_iter, loglik)]
+    stream.synchronize()
+    job.params[chunk.fits], job.status[chunk.fits], job.n_iter[chunk.fits], \
+        job.loglik[chunk.fits] = out
+
+
+def run_fits(job, progress) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` on the GPUs, in place."""
+    from . import scheduler
+
+    scheduler.run_fits(job, progress)

@@ -12,7 +12,11 @@ registers.
 One iteration is a single fused pass over the fit's observations that
 accumulates every sufficient statistic and the log-likelihood together
 (log-sum-exp responsibilities), then the reduction, the checks and the
-M-step.  The returned log-likelihood is that of the returned parameters:
+M-step.  Two things keep special functions off the hot path: the
+log-sum-exp is taken relative to component 0 (M - 1 exps per observation;
+only when a term would overflow is it re-centred on the largest), and the
+per-observation sums are multiplied into a running product whose log is
+taken only when it grows large, instead of one log per observation.  The returned log-likelihood is that of the returned parameters:
 
 * E-step on the current parameters -> log-likelihood ``L``;
 * stop if ``L`` is not finite (degenerate), fell by more than rounding since
@@ -66,6 +70,9 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec):
     accum_f = jit(family.accum)
     mstep_f = jit(family.mstep)
     ONE = dtype(1.0)  # keeps 1/s in the compute dtype
+    SHIFT_MAX = dtype(config.LSE_SHIFT_MAX[dtype.__name__])
+    PROD_SAFE = config.LSE_PROD_SAFE
+    PROD_FLUSH = config.LSE_PROD_FLUSH
     CONVERGED = config.CONVERGED
     MAX_ITER = config.MAX_ITER
     NONFINITE = config.DEGENERATE_NONFINITE
@@ -81,24 +88,47 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec):
             for k in range(NS):
                 stats[k] = 0.0
             ll = 0.0
+            prod = 1.0
             for i in range(lo + lane, hi, step):
-                top = logdens_f(coef, 0, D, feat, stride, i)
-                t[0] = top
+                # log-sum-exp with component 0 as the reference: M - 1 exps
+                ref = logdens_f(coef, 0, D, feat, stride, i)
+                t[0] = ONE
+                far = False
                 for m in range(1, M):
-                    v = logdens_f(coef, m, D, feat, stride, i)
+                    v = logdens_f(coef, m, D, feat, stride, i) - ref
                     t[m] = v
-                    if v > top:
-                        top = v
-                s = math.exp(t[0] - top)
-                t[0] = s
-                for m in range(1, M):
-                    e = math.exp(t[m] - top)
-                    t[m] = e
-                    s += e
-                ll += top + math.log(s)
+                    if v > SHIFT_MAX:
+                        far = True
+                if far:  # rare: re-centre on the largest term so that no exp overflows
+                    top = t[1]
+                    for m in range(2, M):
+                        top = max(top, t[m])
+                    s = math.exp(-top)
+                    t[0] = s
+                    for m in range(1, M):
+                        e = math.exp(t[m] - top)
+                        t[m] = e
+                        s += e
+                    ref += top
+                else:
+                    s = ONE
+                    for m in range(1, M):
+                        e = math.exp(t[m])
+                        t[m] = e
+                        s += e
+                # sum(log s) as log(prod s): one log per flush instead of per observation
+                if s < PROD_SAFE:
+                    prod *= s
+                    if prod > PROD_FLUSH:
+                        ll += math.log(prod)
+                        prod = 1.0
+                else:
+                    ll += math.log(s)
+                ll += ref
                 inv = ONE / s
                 for m in range(M):
                     accum_f(stats, m, t[m] * inv, D, feat, stride, i)
+            ll += math.log(prod)
             ll = allreduce(ll) + const
             allreduce_vec(stats, NS)
             if not math.isfinite(ll):

@@ -1,0 +1,169 @@
+"""Issue-4 speed study: CUDA kernel variants, scheduler, ragged batches, several GPUs.
+
+Prints, in one run on one machine: fits/s of the CPU engine on every core and of
+the CUDA engine (one GPU, all GPUs), float64 and float32, the agreement between
+them, a breakdown of the end-to-end time, the gain of grouping ragged batches by
+size, and the cost of the progress bar.  Everything is timed end to end through
+``bulkem.fit`` (compilation excluded by a warm-up).
+
+    python benchmarks/bench_speed.py                       # the issue-4 batch
+    python benchmarks/bench_speed.py --variants            # also kernel variants
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import time
+
+import numpy as np
+
+import bulkem
+from bulkem import api, config
+from bulkem.engines import cpu as cpu_engine
+
+ROWS: list[tuple] = []
+
+
+def fit(data, args, **kw):
+    base = dict(n_components=2, n_starts=args.starts, max_iter=args.iters, tol=0.0, seed=1,
+                progress=False)
+    return bulkem.fit(data, **{**base, **kw})
+
+
+def timed(label, data, args, repeat=3, **kw):
+    fit(data[:2], args, n_starts=2, max_iter=2, **kw)  # compile this variant
+    best, res = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = fit(data, args, **kw)
+        best = min(best, time.perf_counter() - t0)
+    n = len(res.starts)
+    ROWS.append((label, n, best, n / best))
+    return res, best
+
+
+@contextlib.contextmanager
+def patched(**values):
+    old = {k: getattr(config, k) for k in values}
+    for k, v in values.items():
+        setattr(config, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(config, k, v)
+
+
+def breakdown(data, args, dtype):
+    """Seconds in start generation + packing, the engine, and the tables."""
+    from bulkem.engines import cuda as cuda_engine
+    from bulkem.result import FitResult
+
+    spent = {"starts+pack": 0.0, "engine": 0.0, "tables": 0.0}
+    orig = (api._make_job, cuda_engine.run_fits, FitResult.assemble)
+
+    def wrap(name, fn):
+        def inner(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return inner
+
+    api._make_job = wrap("starts+pack", orig[0])
+    cuda_engine.run_fits = wrap("engine", orig[1])
+    FitResult.assemble = classmethod(wrap("tables", orig[2].__func__))
+    try:
+        t0 = time.perf_counter()
+        fit(data, args, backend="cuda", dtype=dtype)
+        total = time.perf_counter() - t0
+    finally:
+        api._make_job, cuda_engine.run_fits = orig[0], orig[1]
+        FitResult.assemble = orig[2]
+    parts = "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in spent.items())
+    print(f"# breakdown {dtype}: total {total * 1e3:.1f} ms: {parts}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=int, default=100)
+    ap.add_argument("--obs", type=int, default=2000)
+    ap.add_argument("--starts", type=int, default=1000)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--cpu-datasets", type=int, default=10, help="CPU timed on this many")
+    ap.add_argument("--variants", action="store_true", help="kernel variants")
+    ap.add_argument("--ragged", action="store_true", help="ragged batch, grouped or not")
+    ap.add_argument("--progress", action="store_true", help="cost of progress reporting")
+    args = ap.parse_args()
+
+    from numba import cuda
+
+    data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
+    gpus = len(cuda.gpus) if cuda.is_available() else 0
+    print(f"# {datetime.date.today()}  cpu cores {os.cpu_count()}  gpus {gpus}"
+          f" ({cuda.get_current_device().name if gpus else 'none'})  batch {args.datasets} x "
+          f"{args.obs} values x {args.starts} starts, {args.iters} iterations, tol=0")
+
+    res_cpu, _ = timed("cpu f64 (all cores)", data[: args.cpu_datasets], args, repeat=1,
+                       backend="cpu")
+    if gpus:
+        gpu_runs(data, args, res_cpu, gpus)
+    print(f"{'run':<28}{'fits':>9}{'seconds':>10}{'fits/s':>14}{'vs cpu':>9}")
+    base = ROWS[0][3]
+    for label, n, dt, rate in ROWS:
+        print(f"{label:<28}{n:>9}{dt:>10.4f}{rate:>14,.0f}{rate / base:>9.1f}")
+
+
+def gpu_runs(data, args, res_cpu, gpus) -> None:
+    with patched(CUDA_DEVICES=[0]):
+        r64, _ = timed("cuda f64 1 gpu", data, args, backend="cuda")
+        r32, _ = timed("cuda f32 1 gpu", data, args, backend="cuda", dtype="float32")
+    if gpus > 1:
+        timed(f"cuda f64 {gpus} gpus", data, args, backend="cuda")
+        timed(f"cuda f32 {gpus} gpus", data, args, backend="cuda", dtype="float32")
+    if args.variants:
+        for wpb in (2, 4, 8):
+            for regs in (None, 64, 80):
+                with patched(CUDA_DEVICES=[0], CUDA_WARPS_PER_BLOCK=wpb, CUDA_MAX_REGISTERS=regs):
+                    timed(f"f64 wpb={wpb} regs={regs}", data, args, backend="cuda")
+                    timed(f"f32 wpb={wpb} regs={regs}", data, args, backend="cuda",
+                          dtype="float32")
+    with patched(CUDA_DEVICES=[0]):
+        breakdown(data, args, "float64")
+        breakdown(data, args, "float32")
+
+    n_cpu = len(res_cpu.starts)
+    c, g = res_cpu.starts.loglik.to_numpy(), r64.starts.loglik.to_numpy()[:n_cpu]
+    same = res_cpu.starts.status.to_numpy() == r64.starts.status.to_numpy()[:n_cpu]
+    print(f"# cpu vs cuda f64: max rel loglik diff {np.max(np.abs(g - c) / np.abs(c)):.2e}; "
+          f"same status {np.mean(same):.4f}")
+    a, b = r32.starts.loglik.to_numpy(), r64.starts.loglik.to_numpy()
+    rel = np.abs(a - b) / np.abs(b)
+    q = np.quantile(rel, [0.5, 0.9, 0.99, 0.999, 1.0])
+    print(f"# f32 vs f64 rel loglik diff: median {q[0]:.1e}  p90 {q[1]:.1e}  p99 {q[2]:.1e}  "
+          f"p99.9 {q[3]:.1e}  max {q[4]:.1e};  share < 1e-6: {np.mean(rel < 1e-6):.5f}")
+
+    if args.progress:
+        with patched(CUDA_DEVICES=[0]):
+            timed("f64 progress=False", data, args, backend="cuda")
+            timed("f64 progress=callback", data, args, backend="cuda",
+                  progress=lambda done, total: None)
+    if args.ragged:
+        rng = np.random.default_rng(2)
+        sizes = rng.integers(100, 14_001, 400)
+        rag = [np.abs(rng.wald(np.where(rng.random(n) < 0.3, 1.0, 3.0), 1.0)) + 1e-3
+               for n in sizes]
+        rargs = argparse.Namespace(**{**vars(args), "starts": 50})
+        with patched(CUDA_DEVICES=[0], CUDA_GROUP_BY_SIZE=False):
+            timed("ragged f64 input order", rag, rargs, backend="cuda")
+        with patched(CUDA_DEVICES=[0], CUDA_GROUP_BY_SIZE=True):
+            timed("ragged f64 grouped", rag, rargs, backend="cuda")
+
+
+if __name__ == "__main__":
+    del cpu_engine  # imported so that its compile is not in the first CUDA timing
+    main()

@@ -1,0 +1,210 @@
+"""Feeding the GPUs: chunks sized by free memory, one host thread per stream, all devices.
+
+The valid datasets are ordered by size (largest first, so long fits start
+early and neighbouring fits in a block cost about the same), split over the
+GPUs by cost (observations x starts, greedy longest-first), and cut into
+chunks whose data and fit arrays fit a share of the device's free memory.
+Each GPU gets ``config.CUDA_STREAMS_PER_DEVICE`` host threads; each owns a
+stream and takes chunks from its device's queue, packing the next chunk on
+the host while the GPU runs the previous one.  A fit depends only on its own
+inputs, so the results are the same whatever the chunking, the number of
+threads or the number of GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import config
+from . import cuda as cuda_engine
+
+cuda = cuda_engine.cuda
+
+
+@dataclass
+class Chunk:
+    """A piece of the batch small enough for one launch.
+
+    Attributes
+    ----------
+    datasets : ndarray of shape (n_ds,)
+        Valid-dataset indices of the job.
+    fits : ndarray of shape (n_fits,)
+        Rows of the job's fit arrays, grouped by dataset in ``datasets`` order.
+    fit_ds : ndarray of shape (n_fits,)
+        Position in ``datasets`` of each fit's dataset.
+    feat, offsets, const, stride
+        The chunk's datasets packed as the kernel wants them (filled by :func:`pack`).
+    """
+
+    datasets: np.ndarray
+    fits: np.ndarray
+    fit_ds: np.ndarray
+    feat: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+    const: np.ndarray | None = None
+    stride: int = 0
+
+
+def _fit_ranges(job) -> tuple[np.ndarray, np.ndarray]:
+    """First fit row and number of fits of every valid dataset (fits are dataset-major)."""
+    n_valid = len(job.offsets) - 1
+    counts = np.bincount(job.fit_ds, minlength=n_valid)
+    first = np.zeros(n_valid, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    return first, counts
+
+
+def split_devices(cost: np.ndarray, order: np.ndarray, n_devices: int) -> list[np.ndarray]:
+    """Assign datasets to devices, longest first to the least loaded (LPT).
+
+    Returns one array of dataset indices per device, each in ``order``'s order.
+    """
+    load = np.zeros(n_devices)
+    owner = np.empty(len(cost), dtype=np.int64)
+    for d in order[np.argsort(-cost[order], kind="stable")]:
+        k = int(np.argmin(load))
+        owner[d] = k
+        load[k] += cost[d]
+    return [order[owner[order] == k] for k in range(n_devices)]
+
+
+def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int) -> list[Chunk]:
+    """Cut a device's datasets into chunks of at most ``budget`` bytes and ``max_fits`` fits."""
+    first, counts = _fit_ranges(job)
+    n_feat = len(job.feat) // max(job.stride, 1)
+    item = np.dtype(job.dtype).itemsize
+    per_fit = job.params.shape[1] * 8 + 32  # params, status, n_iter, loglik, fit_ds
+    chunks: list[Chunk] = []
+    ds_acc: list[int] = []
+    fits_acc: list[np.ndarray] = []
+    used = n_fits = 0
+
+    def close() -> None:
+        nonlocal used, n_fits
+        if fits_acc:
+            fits = np.concatenate(fits_acc)
+            pos = np.repeat(np.arange(len(ds_acc)), [len(f) for f in fits_acc])
+            chunks.append(Chunk(np.array(ds_acc, dtype=np.int64), fits, pos))
+        ds_acc.clear()
+        fits_acc.clear()
+        used = n_fits = 0
+
+    for d in datasets:
+        n_obs = int(job.offsets[d + 1] - job.offsets[d])
+        data_bytes = n_obs * n_feat * item + 16
+        if data_bytes + per_fit > budget:
+            raise ValueError(
+                f"a dataset of {n_obs} values needs {data_bytes + per_fit} bytes of GPU memory "
+                f"but the budget per chunk is {budget}; fit it with backend='cpu'."
+            )
+        todo = np.arange(first[d], first[d] + counts[d])
+        while len(todo):
+            room = min((budget - used - data_bytes) // per_fit, max_fits - n_fits)
+            if room < 1:
+                close()
+                continue
+            take, todo = todo[:room], todo[room:]
+            ds_acc.append(int(d))
+            fits_acc.append(take)
+            used += data_bytes + len(take) * per_fit
+            n_fits += len(take)
+    close()
+    return chunks
+
+
+def pack(job, chunk: Chunk) -> Chunk:
+    """Gather the chunk's datasets into a contiguous feature array (host side)."""
+    lo = job.offsets[chunk.datasets]
+    lens = job.offsets[chunk.datasets + 1] - lo
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    idx = np.repeat(lo - offsets[:-1], lens) + np.arange(offsets[-1])
+    n_feat = len(job.feat) // job.stride
+    feat = job.feat.reshape(n_feat, job.stride)[:, idx].astype(job.dtype)
+    chunk.feat = feat.reshape(-1)
+    chunk.offsets = offsets
+    chunk.const = job.const[chunk.datasets]
+    chunk.stride = int(offsets[-1])
+    return chunk
+
+
+def _devices() -> list[int]:
+    if config.CUDA_DEVICES is not None:
+        return list(config.CUDA_DEVICES)
+    return list(range(len(cuda.gpus)))
+
+
+def _budget(n_streams: int) -> int:
+    if config.CUDA_MEMORY_BUDGET is not None:
+        return int(config.CUDA_MEMORY_BUDGET)
+    free, _total = cuda.current_context().get_memory_info()
+    free = min(free, 1 << 50)  # the simulator reports infinite memory
+    return int(free * config.CUDA_MEMORY_FRACTION / n_streams)
+
+
+def run_fits(job, progress) -> None:
+    """Run every fit of a job on all GPUs, in place."""
+    simulated = cuda_engine.numba_config.ENABLE_CUDASIM
+    devices = [0] if simulated else _devices()
+    # The simulator cannot run two kernels at once: one stream, in this thread.
+    n_streams = 1 if simulated else config.CUDA_STREAMS_PER_DEVICE
+    first, counts = _fit_ranges(job)
+    lens = job.offsets[1:] - job.offsets[:-1]
+    cost = lens * counts.astype(np.float64)
+    order = np.arange(len(lens))
+    if config.CUDA_GROUP_BY_SIZE:
+        order = order[np.argsort(-lens, kind="stable")]
+    parts = split_devices(cost, order, len(devices))
+    n_total = len(job.fit_ds)
+    target = math.ceil(n_total / (len(devices) * n_streams * config.CUDA_CHUNKS_PER_STREAM))
+    if progress.active:
+        target = min(target, math.ceil(n_total / config.PROGRESS_STEPS))
+    max_fits = min(config.CUDA_CHUNK_FITS, max(config.CUDA_MIN_CHUNK_FITS, target))
+
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def report(n: int) -> None:
+        with lock:
+            progress(n)
+
+    def worker(dev: int, work: queue.Queue) -> None:
+        try:
+            with cuda.gpus[dev]:
+                stream = cuda.stream()
+                while not errors:
+                    try:
+                        chunk = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    cuda_engine.launch(job, pack(job, chunk), stream)
+                    report(len(chunk.fits))
+        except BaseException as err:  # re-raised in the calling thread
+            errors.append(err)
+
+    threads = []
+    for dev, part in zip(devices, parts, strict=True):
+        if not len(part):
+            continue
+        with cuda.gpus[dev]:
+            chunks = plan_chunks(job, part, _budget(n_streams), max_fits)
+        work: queue.Queue = queue.Queue()
+        for c in chunks:
+            work.put(c)
+        if simulated:
+            worker(dev, work)
+            continue
+        for _ in range(min(n_streams, len(chunks))):
+            threads.append(threading.Thread(target=worker, args=(dev, work), daemon=True))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,62 @@
+"""The GPU scheduler: chunk plans, device split, and results that do not depend on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import demo
+
+import bulkem
+from bulkem import config
+from bulkem.engines import scheduler
+
+
+def _job(sizes, n_starts=3):
+    data = [np.abs(np.random.default_rng(k).normal(2, 0.5, n)) + 0.1 for k, n in enumerate(sizes)]
+    from bulkem import families
+    from bulkem.api import _make_job
+    from bulkem.data import as_datasets, pack
+
+    fam = families.get("invgauss")
+    packed = pack(as_datasets(data), lambda v: fam.check(v, 2))
+    return _make_job(fam, packed, 2, 1, n_starts, 1, None, np.dtype("float64"), 10, 0.0)
+
+
+def test_plan_covers_every_fit_once_within_budget():
+    job = _job([50, 400, 120, 3000, 60], n_starts=4)
+    order = np.argsort(-(job.offsets[1:] - job.offsets[:-1]))
+    budget = 3000 * 2 * 8 + 16 + 2 * (6 * 8 + 32)  # the big dataset with two fits
+    chunks = scheduler.plan_chunks(job, order, budget, max_fits=5)
+    fits = np.concatenate([c.fits for c in chunks])
+    assert np.array_equal(np.sort(fits), np.arange(len(job.fit_ds)))
+    for c in chunks:
+        assert len(c.fits) <= 5
+        assert np.array_equal(job.fit_ds[c.fits], c.datasets[c.fit_ds])
+        packed = scheduler.pack(job, c)
+        data_bytes = packed.feat.nbytes + 16 * len(c.datasets)
+        assert data_bytes + len(c.fits) * (6 * 8 + 32) <= budget
+    with pytest.raises(ValueError, match="fit it with backend='cpu'"):
+        scheduler.plan_chunks(job, order, 1000, max_fits=5)
+
+
+def test_split_devices_balances_cost():
+    cost = np.array([10.0, 9, 8, 7, 1, 1, 1, 1])
+    parts = scheduler.split_devices(cost, np.arange(8), 2)
+    loads = [cost[p].sum() for p in parts]
+    assert sorted(np.concatenate(parts)) == list(range(8))
+    assert abs(loads[0] - loads[1]) <= 2
+
+
+@pytest.mark.cuda
+def test_small_memory_budget_runs_in_pieces_with_same_results(monkeypatch):
+    monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 2)
+    data = demo(3, 30, 4) + [demo(1, 45, 5)[0]]
+    kw = dict(n_starts=2, max_iter=6, tol=0.0, seed=3, backend="cuda")
+    whole = bulkem.fit(data, **kw)
+    monkeypatch.setattr(config, "CUDA_MEMORY_BUDGET", 45 * 16 + 16 + 6 * 8 + 32)
+    monkeypatch.setattr(config, "CUDA_MIN_CHUNK_FITS", 1)
+    calls = []
+    pieces = bulkem.fit(data, progress=lambda done, total: calls.append(done), **kw)
+    assert len(calls) == 8 and calls[-1] == 8  # one fit per chunk
+    assert pieces.starts.equals(whole.starts)
+    assert pieces.components.equals(whole.components)
