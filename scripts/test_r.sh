@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The R side, for real: install the R package, run its testthat tests against
+# the Python in $BULKEM_PYTHON, render every vignette, check the figures.
+#
+#   BULKEM_PYTHON=.venv/bin/python bash scripts/test_r.sh
+#
+# Environment:
+#   BULKEM_PYTHON        Python where bulkem (and rpy2) are installed; default python3
+#   BULKEM_R_LIB         writable R library for the package; default $OUT/rlib
+#   BULKEM_VIGNETTE_OUT  where rendered vignettes and PNG figures go;
+#                        default vignettes/output (git-ignored)
+#   BULKEM_BMI_CSV       the BMI data, when not at ../shared/data/bmi.csv
+#   BULKEM_NO_PANDOC     set: run the R Markdown code by knitr::purl + Rscript even with pandoc
+#
+# Fails when R is missing, when `import bulkem` fails in $BULKEM_PYTHON, when
+# any R test fails or is skipped (the Python side is there, so nothing may be
+# skipped), when a vignette fails, or when a figure is missing.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+say() { printf '\n== %s\n' "$*"; }
+die() { printf 'test_r.sh: %s\n' "$*" >&2; exit 1; }
+
+command -v Rscript >/dev/null || die "Rscript not found; install R (apt-get install r-base-core r-cran-reticulate r-cran-testthat r-cran-statmod r-cran-knitr r-cran-rmarkdown)."
+
+PY="${BULKEM_PYTHON:-python3}"
+command -v "$PY" >/dev/null || die "BULKEM_PYTHON=$PY is not a command."
+# The real interpreter path (a venv's python, not a pyenv shim), for reticulate.
+PY_EXE="$("$PY" -c 'import sys; print(sys.executable)')"
+
+if ! "$PY_EXE" -c 'import bulkem; bulkem.fit' 2>/dev/null; then
+    if PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY_EXE" -c 'import bulkem; bulkem.fit' 2>/dev/null; then
+        echo "note: bulkem is not installed in $PY_EXE; using the source tree through PYTHONPATH"
+        export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+    else
+        "$PY_EXE" -c 'import bulkem; bulkem.fit' || true
+        die "\`import bulkem\` fails in $PY_EXE; install it (pip install -e .) or set BULKEM_PYTHON."
+    fi
+fi
+
+OUT="${BULKEM_VIGNETTE_OUT:-$ROOT/vignettes/output}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+R_LIB="${BULKEM_R_LIB:-$OUT/rlib}"
+mkdir -p "$R_LIB"
+R_LIB="$(cd "$R_LIB" && pwd)"
+
+export RETICULATE_PYTHON="$PY_EXE"
+export R_LIBS="$R_LIB${R_LIBS:+:$R_LIBS}"
+export BULKEM_VIGNETTE_OUT="$OUT"
+export BULKEM_REQUIRE_PYTHON=1 # a missing Python side fails the R tests, never skips them
+
+say "R packages needed (see DESCRIPTION)"
+Rscript -e '
+need <- c("reticulate", "testthat", "statmod", "knitr", "rmarkdown")
+have <- vapply(need, requireNamespace, logical(1), quietly = TRUE)
+for (p in need) cat(sprintf("  %-11s %s\n", p,
+  if (have[[p]]) as.character(utils::packageVersion(p)) else "MISSING"))
+if (!all(have)) {
+  cat("missing R packages:", need[!have], "\n")
+  quit(status = 1)
+}' || die "install the missing R packages (Debian: r-cran-<name>)."
+
+say "R CMD INSTALL r_wrapper -> $R_LIB"
+R CMD INSTALL --no-multiarch -l "$R_LIB" r_wrapper >"$OUT/r_install.log" 2>&1 \
+    || { cat "$OUT/r_install.log"; die "R CMD INSTALL r_wrapper failed."; }
+tail -n 1 "$OUT/r_install.log"
+
+say "testthat (Python: $PY_EXE)"
+Rscript -e '
+library(testthat)
+ok <- bulkem::bulkem_available()
+cat(attr(ok, "reason"), "\n")
+if (!ok) quit(status = 1)
+res <- test_dir("r_wrapper/tests/testthat", package = "bulkem",
+                load_package = "installed", reporter = "summary",
+                stop_on_failure = FALSE)
+df <- as.data.frame(res)
+failed <- sum(df$failed > 0 | df$error)
+skipped <- sum(df$skipped)
+cat(sprintf("\nR tests: %d run, %d passed, %d failed, %d skipped; %d expectations\n",
+            nrow(df), nrow(df) - failed - skipped, failed, skipped, sum(df$nb)))
+if (skipped > 0) {
+  cat("skipped (not allowed here, the Python side is present):\n")
+  print(df[df$skipped, c("file", "test")], row.names = FALSE)
+}
+if (nrow(df) == 0 || failed > 0 || skipped > 0) quit(status = 1)
+' || die "R tests failed (or were skipped)."
+
+say "vignettes -> $OUT"
+if [ -z "${BULKEM_NO_PANDOC:-}" ] && Rscript -e 'quit(status = !rmarkdown::pandoc_available())' >/dev/null 2>&1; then
+    HAVE_PANDOC=1
+else
+    HAVE_PANDOC=0
+    echo "pandoc not found: running the R Markdown code through knitr::purl + Rscript"
+fi
+for rmd in vignettes/*.Rmd; do
+    name="$(basename "$rmd" .Rmd)"
+    echo "-- $rmd"
+    if [ "$HAVE_PANDOC" = 1 ]; then
+        (cd vignettes && Rscript -e "rmarkdown::render('$name.Rmd', output_dir = '$OUT',
+            intermediates_dir = tempdir(), quiet = TRUE)") >"$OUT/$name.log" 2>&1 \
+            || { cat "$OUT/$name.log"; die "rendering $rmd failed."; }
+        test -s "$OUT/$name.html" || die "$OUT/$name.html was not written."
+    else
+        (cd vignettes && Rscript -e "knitr::purl('$name.Rmd', output = '$OUT/$name.R', quiet = TRUE)
+            source('$OUT/$name.R', echo = TRUE)") >"$OUT/$name.log" 2>&1 \
+            || { cat "$OUT/$name.log"; die "running $rmd failed."; }
+    fi
+done
+for py in vignettes/*.py; do
+    name="$(basename "$py" .py)"
+    echo "-- $py"
+    "$PY_EXE" "$py" --out "$OUT" >"$OUT/${name}_py.log" 2>&1 \
+        || { cat "$OUT/${name}_py.log"; die "$py failed."; }
+done
+
+say "figures"
+missing=0
+for fig in bmi_fits bmi_starts bmi_bic demo_timing demo_truth \
+           bmi_fits_py bmi_starts_py bmi_bic_py demo_timing_py demo_truth_py; do
+    f="$OUT/$fig.png"
+    if [ -s "$f" ] && [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
+        printf '  ok       %s (%s bytes)\n' "$fig.png" "$(wc -c <"$f" | tr -d ' ')"
+    else
+        printf '  MISSING  %s\n' "$fig.png"
+        missing=1
+    fi
+done
+[ "$missing" = 0 ] || die "some figures are missing in $OUT."
+
+say "R side OK (outputs in $OUT)"

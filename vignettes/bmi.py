@@ -1,0 +1,119 @@
+"""Two-component inverse-Gaussian mixture of the BMI data (the Python version of bmi.Rmd).
+
+Fits the BMI data (2107 values, the ``bmi`` data of the R package mixsmsn)
+from one fixed start and from 100 random starts, draws the histogram with
+both fitted densities, and compares 1, 2 and 3 components by BIC.
+
+Run from anywhere::
+
+    python vignettes/bmi.py --out vignettes/output
+
+The data come from mixsmsn through rpy2 when both are installed, else from
+``$BULKEM_BMI_CSV``, else from ``../shared/data/bmi.csv`` beside the
+repository (see :func:`bulkem.datasets.load_bmi`).  Figures are PNG files in
+``--out`` (default ``$BULKEM_VIGNETTE_OUT`` or ``vignettes/output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+import bulkem  # noqa: E402
+
+FIXED_START = {"weight": [0.5, 0.5], "mu": [0.99, 1.01], "lambda": [1.0, 1.0]}
+SEED = 2024
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    pd.set_option("display.width", 120)
+    x = bulkem.datasets.load_bmi()
+    print(f"{len(x)} BMI values, from {x.min():.2f} to {x.max():.2f}\n")
+
+    # One fixed start (both components almost equal) against 100 random starts.
+    fixed = bulkem.fit([x], n_components=2, n_starts=1, init=FIXED_START, max_iter=100,
+                       seed=1, progress=False)
+    random = bulkem.fit([x], n_components=2, n_starts=100, max_iter=100, seed=SEED,
+                        progress=False)
+    params = pd.concat([
+        fixed.components.assign(fit="fixed start"),
+        random.components.assign(fit="100 random starts"),
+    ])[["fit", "component", "weight", "mu", "lambda"]]
+    print("Fitted parameters:")
+    print(params.to_string(index=False, float_format="%.3f"), "\n")
+    ll_fixed = fixed.summary["loglik"].iloc[0]
+    ll_random = random.summary["loglik"].iloc[0]
+    print(f"log-likelihood: fixed start {ll_fixed:.2f} ({fixed.summary['status'].iloc[0]}), "
+          f"best random start {ll_random:.2f} ({random.summary['status'].iloc[0]}); "
+          f"gain {ll_random - ll_fixed:.1f}\n")
+
+    ll = random.starts["loglik"].to_numpy()
+    n_best = int(np.sum(np.abs(ll - np.nanmax(ll)) < 1e-3))
+    print(f"{n_best} of {len(ll)} random starts reach the best log-likelihood")
+    print(random.starts["status"].value_counts().to_string(), "\n")
+
+    grid = np.linspace(x.min() * 0.9, x.max() * 1.05, 400)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.hist(x, bins=50, density=True, color="0.88", edgecolor="0.6")
+    ax.plot(grid, fixed.density(0, grid), "--", color="firebrick", lw=2,
+            label=f"fixed start (loglik {ll_fixed:.1f})")
+    ax.plot(grid, random.density(0, grid), color="navy", lw=2,
+            label=f"best of 100 random starts (loglik {ll_random:.1f})")
+    ax.set(title="BMI: two-component inverse-Gaussian mixtures", xlabel="BMI",
+           ylabel="density")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    fig.savefig(out / "bmi_fits_py.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.hist(ll[np.isfinite(ll)], bins=40, color="steelblue", edgecolor="white")
+    ax.axvline(ll_fixed, color="firebrick", ls="--", lw=2, label="fixed start")
+    ax.set(title="Final log-likelihood of each of the 100 random starts",
+           xlabel="log-likelihood", ylabel="starts")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    fig.savefig(out / "bmi_starts_py.png", dpi=110)
+    plt.close(fig)
+
+    # 1, 2 or 3 components: BIC.
+    rows, comps = [], []
+    for m in (1, 2, 3):
+        f = bulkem.fit([x], n_components=m, n_starts=100, max_iter=1000, seed=SEED,
+                       progress=False)
+        s = f.summary.iloc[0]
+        rows.append({"components": m, "loglik": s["loglik"], "bic": s["bic"],
+                     "status": s["status"]})
+        comps.append(f.components.assign(components=m))
+    bic = pd.DataFrame(rows)
+    print("BIC by number of components:")
+    print(bic.to_string(index=False, float_format="%.2f"))
+    print(f"lowest BIC: {int(bic.loc[bic['bic'].idxmin(), 'components'])} components\n")
+    print(pd.concat(comps)[["components", "component", "weight", "mu", "lambda"]]
+          .to_string(index=False, float_format="%.3f"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(bic["components"], bic["bic"], "o-")
+    ax.set(xticks=[1, 2, 3], xlabel="components", ylabel="BIC (lower is better)",
+           title="BMI: BIC by number of components")
+    fig.tight_layout()
+    fig.savefig(out / "bmi_bic_py.png", dpi=110)
+    plt.close(fig)
+    print(f"\nbackend: {random.backend}; figures in {out}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = os.environ.get("BULKEM_VIGNETTE_OUT") or Path(__file__).parent / "output"
+    parser.add_argument("--out", type=Path, default=Path(default),
+                        help="folder for the PNG figures")
+    main(parser.parse_args().out)
