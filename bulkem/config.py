@@ -56,6 +56,7 @@ CUDA_CHUNK_FITS = 1_000_000  # most fits in one launch
 CUDA_MIN_CHUNK_FITS = 16_384  # fewest fits worth a launch (about 6 waves on an H100)
 CUDA_MEMORY_FRACTION = 0.5  # share of free GPU memory the chunks in flight may take
 CUDA_MEMORY_BUDGET = None  # bytes per chunk; None: from free memory (tests set it small)
-CUDA_GROUP_BY_SIZE = True  # order datasets by size so neighbouring fits cost the same
+CUDA_GROUP_BY_SIZE = True  # longest fits first within a launch, similar sizes side by side
+PROGRESS_POLL_S = 0.1  # how often a running kernel's finished fits are counted
 
 LOG_2PI = math.log(2.0 * math.pi)

@@ -39,9 +39,9 @@ def test_plan_covers_every_fit_once_within_budget():
         scheduler.plan_chunks(job, order, 1000, max_fits=5)
 
 
-def test_split_devices_balances_cost():
+def test_balance_splits_cost_evenly():
     cost = np.array([10.0, 9, 8, 7, 1, 1, 1, 1])
-    parts = scheduler.split_devices(cost, np.arange(8), 2)
+    parts = scheduler.balance(cost, np.arange(8), 2)
     loads = [cost[p].sum() for p in parts]
     assert sorted(np.concatenate(parts)) == list(range(8))
     assert abs(loads[0] - loads[1]) <= 2
@@ -57,6 +57,6 @@ def test_small_memory_budget_runs_in_pieces_with_same_results(monkeypatch):
     monkeypatch.setattr(config, "CUDA_MIN_CHUNK_FITS", 1)
     calls = []
     pieces = bulkem.fit(data, progress=lambda done, total: calls.append(done), **kw)
-    assert len(calls) == 8 and calls[-1] == 8  # one fit per chunk
+    assert len(calls) >= 4 and calls[-1] == 8  # at most two fits fit a chunk
     assert pieces.starts.equals(whole.starts)
     assert pieces.components.equals(whole.components)

@@ -14,6 +14,8 @@ says whether one can be used and, if not, why.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 # numba-cuda 0.30 still reads numpy.row_stack, which numpy 2.5 removed (seen on
@@ -119,7 +121,7 @@ def _kernel(family, n_components, n_dims, dtype):
     return kernel
 
 
-def launch(job, chunk, stream) -> None:
+def launch(job, chunk, stream, watch=None) -> None:
     """Copy one chunk to the current GPU, run its fits, copy the results back.
 
     Parameters
@@ -129,6 +131,10 @@ def launch(job, chunk, stream) -> None:
     chunk : bulkem.engines.scheduler.Chunk
         The chunk's datasets, packed on the host.
     stream : numba.cuda.cudadrv.driver.Stream
+    watch : callable, optional
+        ``watch(done)`` is called every ``config.PROGRESS_POLL_S`` while the
+        kernel runs with the number of the chunk's fits finished so far, read
+        through a second stream; the kernel itself is untouched.
     """
     kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype)
     feat = cuda.to_device(chunk.feat, stream=stream)
@@ -137,13 +143,23 @@ def launch(job, chunk, stream) -> None:
     fit_ds = cuda.to_device(chunk.fit_ds, stream=stream)
     params = cuda.to_device(job.params[chunk.fits], stream=stream)
     n = len(chunk.fits)
-    status = cuda.device_array(n, np.int32, stream=stream)
+    status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)  # -1: not finished
     n_iter = cuda.device_array(n, np.int32, stream=stream)
     loglik = cuda.device_array(n, np.float64, stream=stream)
     wpb = config.CUDA_WARPS_PER_BLOCK
     kernel[(n + wpb - 1) // wpb, wpb * _WARP, stream](
         feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         job.max_iter, job.tol, job.drop_rtol, job.reg)
+    if watch is not None and not numba_config.ENABLE_CUDASIM:
+        done_evt = cuda.event()
+        done_evt.record(stream)
+        poll = cuda.stream()
+        seen = np.empty(n, np.int32)
+        while not done_evt.query():
+            time.sleep(config.PROGRESS_POLL_S)
+            status.copy_to_host(seen, stream=poll)
+            poll.synchronize()
+            watch(int(np.count_nonzero(seen >= 0)))
     out = [a.copy_to_host(stream=stream) for a in (params, status, n_iter, loglik)]
     stream.synchronize()
     job.params[chunk.fits], job.status[chunk.fits], job.n_iter[chunk.fits], \

@@ -1,9 +1,11 @@
 """Feeding the GPUs: chunks sized by free memory, one host thread per stream, all devices.
 
-The valid datasets are ordered by size (largest first, so long fits start
-early and neighbouring fits in a block cost about the same), split over the
-GPUs by cost (observations x starts, greedy longest-first), and cut into
-chunks whose data and fit arrays fit a share of the device's free memory.
+The valid datasets are split over the GPUs by cost (observations x starts,
+greedy longest-first), each GPU's share is dealt the same way into chunks of
+equal cost (so that no stream is left with all the long fits), and chunks are
+cut further where their data and fit arrays would not fit a share of the
+device's free memory.  Within a chunk, datasets run largest first (long fits
+start early; neighbouring fits in a block cost about the same).
 Each GPU gets ``config.CUDA_STREAMS_PER_DEVICE`` host threads; each owns a
 stream and takes chunks from its device's queue, packing the next chunk on
 the host while the GPU runs the previous one.  A fit depends only on its own
@@ -60,18 +62,19 @@ def _fit_ranges(job) -> tuple[np.ndarray, np.ndarray]:
     return first, counts
 
 
-def split_devices(cost: np.ndarray, order: np.ndarray, n_devices: int) -> list[np.ndarray]:
-    """Assign datasets to devices, longest first to the least loaded (LPT).
+def balance(cost: np.ndarray, order: np.ndarray, n_parts: int) -> list[np.ndarray]:
+    """Deal datasets into parts of equal cost, longest first to the least loaded (LPT).
 
-    Returns one array of dataset indices per device, each in ``order``'s order.
+    Used to split a batch over GPUs and a GPU's share into chunks.  Returns one
+    array of dataset indices per part, each in ``order``'s order.
     """
-    load = np.zeros(n_devices)
+    load = np.zeros(n_parts)
     owner = np.empty(len(cost), dtype=np.int64)
     for d in order[np.argsort(-cost[order], kind="stable")]:
         k = int(np.argmin(load))
         owner[d] = k
         load[k] += cost[d]
-    return [order[owner[order] == k] for k in range(n_devices)]
+    return [order[owner[order] == k] for k in range(n_parts)]
 
 
 def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int) -> list[Chunk]:
@@ -160,12 +163,18 @@ def run_fits(job, progress) -> None:
     order = np.arange(len(lens))
     if config.CUDA_GROUP_BY_SIZE:
         order = order[np.argsort(-lens, kind="stable")]
-    parts = split_devices(cost, order, len(devices))
-    n_total = len(job.fit_ds)
-    target = math.ceil(n_total / (len(devices) * n_streams * config.CUDA_CHUNKS_PER_STREAM))
-    if progress.active:
-        target = min(target, math.ceil(n_total / config.PROGRESS_STEPS))
-    max_fits = min(config.CUDA_CHUNK_FITS, max(config.CUDA_MIN_CHUNK_FITS, target))
+    parts = balance(cost, order, len(devices))
+    watching = progress.active
+
+    def chunks_of(part: np.ndarray) -> list[Chunk]:
+        n_fits = int(counts[part].sum())
+        n_chunks = min(len(part), max(
+            math.ceil(n_fits / config.CUDA_CHUNK_FITS),
+            min(n_streams * config.CUDA_CHUNKS_PER_STREAM, n_fits // config.CUDA_MIN_CHUNK_FITS),
+        ))
+        budget = _budget(n_streams)
+        return [c for group in balance(cost, part, max(n_chunks, 1))
+                for c in plan_chunks(job, group, budget, config.CUDA_CHUNK_FITS)]
 
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -183,8 +192,16 @@ def run_fits(job, progress) -> None:
                         chunk = work.get_nowait()
                     except queue.Empty:
                         return
-                    cuda_engine.launch(job, pack(job, chunk), stream)
-                    report(len(chunk.fits))
+                    told = [0]
+
+                    def watch(done: int, told=told) -> None:
+                        if done > told[0]:
+                            report(done - told[0])
+                            told[0] = done
+
+                    cuda_engine.launch(job, pack(job, chunk), stream,
+                                       watch if watching else None)
+                    report(len(chunk.fits) - told[0])
         except BaseException as err:  # re-raised in the calling thread
             errors.append(err)
 
@@ -193,7 +210,7 @@ def run_fits(job, progress) -> None:
         if not len(part):
             continue
         with cuda.gpus[dev]:
-            chunks = plan_chunks(job, part, _budget(n_streams), max_fits)
+            chunks = chunks_of(part)
         work: queue.Queue = queue.Queue()
         for c in chunks:
             work.put(c)
