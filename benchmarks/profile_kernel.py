@@ -18,6 +18,7 @@ import bulkem
 from bulkem import families
 from bulkem.engines import cuda as cuda_engine
 
+OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)")
 SMALL = bulkem.datasets.simulate_demo(2, 100, seed=1)
 
 
@@ -28,8 +29,7 @@ def sass(outdir: str) -> None:
         k = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype))
         text = "\n".join(k.inspect_sass().values())
         Path(outdir, f"sass_{dtype}.txt").write_text(text)
-        ops = collections.Counter(m.group(1).split(".")[0]
-                                  for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", text))
+        ops = collections.Counter(m.group(1).split(".")[0] for m in OPCODE.finditer(text))
         print(f"{dtype}: regs {list(k.get_regs_per_thread().values())} "
               f"local {list(k.get_local_mem_per_thread().values())} "
               f"instructions {sum(ops.values())}")
