@@ -13,6 +13,7 @@ rpy2 code converts.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -65,6 +66,11 @@ def _rpy2() -> Any:
             "bulkem.rbridge cannot start R: this Python runs inside R (through "
             "reticulate). Use R objects from the R side (the bulkem R package) instead."
         )
+    # Starting R sets LD_LIBRARY_PATH in os.environ to R's library folders; a
+    # Python subprocess started later would then load the system libpython
+    # instead of its own (seen with pyenv builds).  R is loaded by then, so
+    # the old value is put back.
+    old_ld = os.environ.get("LD_LIBRARY_PATH")
     try:
         import rpy2.robjects as ro
         from rpy2.robjects import default_converter, numpy2ri, pandas2ri
@@ -75,6 +81,11 @@ def _rpy2() -> Any:
     except Exception as err:  # rpy2 present but R cannot be found or started
         raise ImportError(f"bulkem.rbridge could not start R through rpy2: {err}. "
                           f"{_INSTALL_HINT}") from err
+    finally:
+        if old_ld is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = old_ld
 
     class _Rpy2:
         pass
