@@ -46,7 +46,7 @@ CPU_MIN_CHUNK_FITS = 256  # ... but never in parallel calls of fewer fits than t
 # --- CUDA engine ---
 WARP_SIZE = 32
 CUDA_WARPS_PER_BLOCK = 4  # fits per block: one warp owns one fit
-CUDA_MAX_REGISTERS = None  # cap on registers per thread (None: the compiler's choice)
+CUDA_MAX_REGISTERS = 64  # cap on registers per thread (measured: 64 beats none and 80 on an H200)
 
 # --- CUDA scheduler ---
 CUDA_DEVICES = None  # GPU ids to use; None: every visible GPU
