@@ -91,7 +91,8 @@ def _kernel(family, n_components, n_dims, dtype):
     M = n_components
     WPB = config.CUDA_WARPS_PER_BLOCK
     cdt = float32 if dtype == np.float32 else float64
-    opts = {} if config.CUDA_MAX_REGISTERS is None else {"max_registers": config.CUDA_MAX_REGISTERS}
+    opts = ({} if config.CUDA_MAX_REGISTERS is None or numba_config.ENABLE_CUDASIM  # no such option
+            else {"max_registers": config.CUDA_MAX_REGISTERS})
 
     @cuda.jit(**opts)
     def kernel(feat, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
