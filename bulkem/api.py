@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from .result import FitResult
 
 BACKENDS = ("auto", "cpu", "cuda")
 DTYPES = ("float64", "float32")
+INIT_METHODS = ("subset", "kmeans++")
 
 
 @dataclass
@@ -43,6 +44,9 @@ class Job:
         Starting values in; fitted values out.
     status, n_iter, loglik : ndarray of shape (n_fits,)
         Outputs.
+    reg : float
+        Passed to the family's M-step: the Gaussian variance floor
+        ``reg_covar`` (ignored by the inverse-Gaussian family).
     """
 
     family: Family
@@ -130,6 +134,8 @@ def _user_starts(init: Mapping, family: Family, n_components: int, n_dims: int) 
     w = out[:, :, 0]
     if np.any(~np.isfinite(out)) or np.any(w <= 0):
         raise ValueError("init values must be finite and the weights positive.")
+    if "var" in shapes and np.any(blocks[list(shapes).index("var")] <= 0):
+        raise ValueError("init['var'] must be positive: variances of the Gaussian components.")
     out[:, :, 0] = w / w.sum(axis=1, keepdims=True)
     return out.reshape(len(out), -1)
 
@@ -148,7 +154,9 @@ def fit(
     strict: bool = False,
     progress: bool | Callable[[int, int], None] | None = None,
     dataset_col: str = "dataset",
-    value_col: str = "value",
+    value_col: str | Sequence[str] = "value",
+    reg_covar: float = 1e-6,
+    init_method: str | None = None,
 ) -> FitResult:
     """Fit a finite mixture by EM to every dataset, from many starts each.
 
@@ -157,15 +165,21 @@ def fit(
     datasets : list of array-like, dict, array-like or pandas.DataFrame
         A list of 1-D arrays, a dict name -> array, one 1-D array (one
         dataset), or a long DataFrame with columns ``dataset_col`` and
-        ``value_col``.  Dataset identifiers in the tables are the list
+        ``value_col``.  For ``family="gaussian"`` each dataset is a 2-D array
+        of shape ``(n_obs, n_dims)`` (1-D data is ``n_dims = 1``; one 3-D
+        array is a stack of datasets), and a DataFrame has the dataset column
+        and one column per dimension (all columns but ``dataset_col`` unless
+        ``value_col`` lists them).  Every dataset of a batch has the same
+        ``n_dims``.  Dataset identifiers in the tables are the list
         positions, dict keys or DataFrame labels.
-    family : {"invgauss"}
-        Component distribution.
+    family : {"invgauss", "gaussian"}
+        Component distribution: inverse-Gaussian (positive scalars) or
+        Gaussian with a diagonal covariance matrix (vectors).
     n_components : int, default 2
         Mixture components ``M``.
     n_starts : int, default 10
-        Starts per dataset: the rows of ``init`` first, then random-subset
-        starts.
+        Starts per dataset: the rows of ``init`` first, then random starts
+        drawn by ``init_method``.
     max_iter : int, default 100
         Most M-steps per start.
     tol : float, default 1e-6
@@ -180,15 +194,35 @@ def fit(
     dtype : {"float64", "float32"}
         Precision of the per-observation math; sums are always float64.
     init : dict, optional
-        User starting values ``{"weight": w, "mu": mu, "lambda": lam}``,
-        each of shape ``(M,)`` or ``(k, M)`` for ``k`` starts.
+        User starting values, for ``k`` starts or one (leading axis left
+        out): ``{"weight": (k, M), "mu": (k, M), "lambda": (k, M)}`` for
+        the inverse-Gaussian family, ``{"weight": (k, M), "mean": (k, M, D),
+        "var": (k, M, D)}`` for the Gaussian family.  ``FitResult.params``
+        returns this form, so a fit can seed another.
     strict : bool, default False
         Raise on the first invalid dataset instead of reporting it.
     progress : bool, callable or None
         A progress bar (True), none (False), a bar for large batches on a
         terminal (None), or ``progress(done, total)`` called per chunk.
-    dataset_col, value_col : str
-        Column names for DataFrame input.
+    dataset_col : str
+        Column naming the dataset of each row, for DataFrame input.
+    value_col : str or list of str
+        Value column(s), for DataFrame input.  The Gaussian family takes all
+        columns but ``dataset_col`` when no column is called "value".
+    reg_covar : float, default 1e-6
+        Gaussian family: added to every variance in each M-step (as in
+        scikit-learn), so that no component shrinks onto a single point.
+        Ignored by the inverse-Gaussian family.
+    init_method : {"subset", "kmeans++"} or None
+        How random starts are drawn, each determined by (seed, dataset
+        values, start number) alone.  "subset": each component starts from
+        the moments of 3 observations drawn without replacement.
+        "kmeans++" (Gaussian family only): means at k-means++ seeds (each
+        next centre drawn with probability proportional to the squared
+        distance to the nearest one so far), variances of the observations
+        nearest each centre, equal weights.  None: the family's default,
+        "subset" for "invgauss" and "kmeans++" for "gaussian" (the seeding
+        scikit-learn users expect).
 
     Returns
     -------
@@ -209,6 +243,20 @@ def fit(
         raise ValueError(f"tol must be a number >= 0; got tol = {tol!r}.")
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {list(DTYPES)}.")
+    if (isinstance(reg_covar, bool) or not isinstance(reg_covar, numbers.Real)
+            or not 0 <= reg_covar < np.inf):
+        raise ValueError(f"reg_covar must be a finite number >= 0; got reg_covar = {reg_covar!r}.")
+    if init_method is None:
+        init_method = fam.default_init
+    if init_method not in INIT_METHODS:
+        raise ValueError(
+            f"unknown init_method {init_method!r}; expected one of {list(INIT_METHODS)}."
+        )
+    if init_method == "kmeans++" and fam.centre_init is None:
+        raise ValueError(
+            f"init_method='kmeans++' is not available for the {fam.name!r} family; "
+            "use init_method='subset'."
+        )
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
     else:
@@ -238,14 +286,18 @@ def fit(
         )
 
     job = _make_job(fam, packed, M, n_dims, n_starts, seed, user, np.dtype(dtype),
-                    max_iter, float(tol))
+                    max_iter, float(tol), init_method, float(reg_covar))
     bar = Progress(progress, len(job.fit_ds))
     try:
+        from .engines import large
+
         if engine == "cuda":
             from .engines import cuda as eng
         else:
             from .engines import cpu as eng
-        if len(job.fit_ds):
+        if len(job.fit_ds) and large.use_large(job, engine):
+            large.run_fits(job, bar, engine)  # one large dataset: each fit over the machine
+        elif len(job.fit_ds):
             eng.run_fits(job, bar)
     finally:
         bar.close()
@@ -262,13 +314,14 @@ def fit(
 
 
 def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, seed: int,
-              user: np.ndarray | None, dtype: np.dtype, max_iter: int, tol: float) -> Job:
+              user: np.ndarray | None, dtype: np.dtype, max_iter: int, tol: float,
+              init_method: str = "subset", reg: float = 0.0) -> Job:
     n_valid = len(packed.valid)
     fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
     keys = starts.dataset_keys(packed.values, packed.offsets)
-    params = starts.subset_starts(fam, M, packed.values, packed.offsets, fit_ds, fit_start,
-                                  keys, seed)
+    draw = starts.kmeanspp_starts if init_method == "kmeans++" else starts.subset_starts
+    params = draw(fam, M, packed.values, packed.offsets, fit_ds, fit_start, keys, seed)
     if user is not None:
         params.reshape(n_valid, n_starts, -1)[:, : len(user)] = user
     values = packed.values
@@ -290,5 +343,5 @@ def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, s
         max_iter=max_iter,
         tol=tol,
         drop_rtol=config.DECREASE_RTOL[dtype.name],
-        reg=0.0,
+        reg=reg,
     )

@@ -60,3 +60,34 @@ CUDA_GROUP_BY_SIZE = True  # longest fits first within a launch, similar sizes s
 PROGRESS_POLL_S = 0.1  # how often a running kernel's finished fits are counted
 
 LOG_2PI = math.log(2.0 * math.pi)
+
+# --- Gaussian family and the one-large-dataset regime (issue 5) ---
+# A Gaussian component whose variance in a dimension falls to this fraction of
+# its mean square (E[x^2]) or below has collapsed onto a point in float64
+# terms (the variance is then within rounding of E[x^2] - mean^2).
+GAUSS_VAR_RTOL = 1e-12
+# A batch runs in the large regime (bulkem.engines.large: each fit spread over
+# the whole machine, one after another) when every dataset it fits has at
+# least LARGE_MIN_OBS observations and it has few fits: fewer than the CPU's
+# Numba threads, or at most LARGE_MAX_FITS_CUDA on the GPU (one warp per fit
+# would leave most of it idle).  Otherwise the bulk engines run it.
+LARGE_MIN_OBS = 20_000
+LARGE_MAX_FITS_CUDA = 64
+# CPU: observations per partial sum (fixed, so results do not depend on threads)
+LARGE_CPU_CHUNK_OBS = 32_768
+# CUDA tiled E-step: threads per block (a multiple of WARP_SIZE), observations
+# per tile at most (halved until the block's shared arrays fit), the static
+# shared memory a block may use, blocks per multiprocessor, and a cap on blocks
+# (None: from the multiprocessor count; tests set it small).
+LARGE_CUDA_THREADS = 256
+LARGE_CUDA_TILE = 64
+LARGE_CUDA_SHARED_BYTES = 48 * 1024
+LARGE_CUDA_BLOCKS_PER_SM = 4
+LARGE_CUDA_MAX_BLOCKS = None
+# CUDA reduction of the per-block partial statistics: statistics per block and
+# threads per block (REDUCE_THREADS a multiple of REDUCE_COLS).
+LARGE_CUDA_REDUCE_COLS = 32
+LARGE_CUDA_REDUCE_THREADS = 256
+# Iterations launched between two reads of the device's done flag (iterations
+# launched after a fit has stopped return at once).
+LARGE_CUDA_CHECK_EVERY = 8

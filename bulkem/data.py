@@ -115,7 +115,9 @@ def as_datasets(
         A list of arrays, a dict name -> array, one array (one dataset), or a
         long DataFrame with a dataset column and value column(s).
     ndim : {1, 2}
-        1 for families of scalar observations, 2 for vector observations.
+        1 for families of scalar observations, 2 for vector observations
+        (each dataset of shape ``(n_obs, n_dims)``, a 1-D one read as
+        ``n_dims = 1``; one 3-D array is a stack of datasets).
     dataset_col, value_col : str
         Column names for DataFrame input.
 
@@ -141,7 +143,10 @@ def as_datasets(
                 f"a single array of shape {arr.shape} is ambiguous for a 1-D family; "
                 "pass a list of 1-D arrays, one per dataset."
             )
-        pairs = [(0, datasets)]
+        if ndim == 2 and arr.ndim == 3:  # (n_datasets, n_obs, n_dims): a stack of datasets
+            pairs = list(enumerate(arr))
+        else:
+            pairs = [(0, datasets)]
     elif isinstance(datasets, Sequence) and not isinstance(datasets, (str, bytes)):
         pairs = list(enumerate(datasets))
     else:
@@ -151,7 +156,26 @@ def as_datasets(
         )
     if not pairs:
         raise ValueError("datasets is empty; expected at least one dataset.")
-    return [(k, _as_float(v, k, ndim)) for k, v in pairs]
+    out = [(k, _as_float(v, k, ndim)) for k, v in pairs]
+    if ndim == 2:
+        out = _same_dims(out)
+    return out
+
+
+def _same_dims(pairs: list[tuple[Any, np.ndarray]]) -> list[tuple[Any, np.ndarray]]:
+    """Check that vector datasets agree on n_dims; give empty ones that shape."""
+    sized = [(k, v) for k, v in pairs if len(v)]
+    if not sized:
+        return pairs
+    k0, v0 = sized[0]
+    n_dims = v0.shape[1]
+    for k, v in sized:
+        if v.shape[1] != n_dims:
+            raise ValueError(
+                f"dataset {k!r} has {v.shape[1]} dimensions but dataset {k0!r} has {n_dims}; "
+                "every dataset of a batch needs the same dimensions (columns)."
+            )
+    return [(k, v if len(v) else v.reshape(0, n_dims)) for k, v in pairs]
 
 
 def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:

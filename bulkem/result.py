@@ -57,7 +57,12 @@ class FitResult:
     components : pandas.DataFrame
         One row per (dataset, component) of the best start, components
         numbered from 1 in increasing order of their location (``mu`` for the
-        inverse-Gaussian family): ``dataset, component, weight, mu, lambda``.
+        inverse-Gaussian family, ``mean_1`` for the Gaussian family):
+        ``dataset, component, weight`` and the family's parameters,
+        ``mu, lambda`` (inverse-Gaussian) or ``mean_1, ..., mean_D, var_1,
+        ..., var_D`` (Gaussian with diagonal covariance: one column per
+        dimension, the means first, then the variances, so the table stays
+        one row per component whatever ``D``).
     starts : pandas.DataFrame
         One row per (dataset, start): ``dataset, start, status, loglik,
         n_iter, message``; ``status`` is ``converged``, ``max_iter`` or
@@ -75,6 +80,8 @@ class FitResult:
     family : str
     n_components : int
     dtype : str
+    n_dims : int
+        Dimensions ``D`` of an observation (1 for the inverse-Gaussian family).
     elapsed : float
         Wall time of the whole call, seconds.
     """
@@ -89,6 +96,7 @@ class FitResult:
     n_components: int
     dtype: str
     elapsed: float
+    n_dims: int = 1
     _family: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
 
@@ -141,8 +149,9 @@ class FitResult:
         fitted = rows[has]
         P = fam.per_component(D)
         bp = job.params.reshape(n_valid, n_starts, M, P)[fitted, best[fitted]]
-        order = np.argsort(fam.order_key(bp.reshape(len(fitted), -1), M, D), axis=1, kind="stable")
-        bp = np.take_along_axis(bp, order[:, :, None], axis=1).reshape(len(fitted), -1)
+        key = fam.order_key(bp.reshape(len(fitted), M * P), M, D)
+        order = np.argsort(key, axis=1, kind="stable")
+        bp = np.take_along_axis(bp, order[:, :, None], axis=1).reshape(len(fitted), M * P)
         components = pd.DataFrame({
             "dataset": np.repeat(vids[fitted], M),
             "component": np.tile(np.arange(1, M + 1), len(fitted)),
@@ -167,7 +176,7 @@ class FitResult:
         init_best = job.init.reshape(n_valid, n_starts, -1)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
         return cls(summary, components, starts, start_values, backend, seed, fam.name, M,
-                   dtype, elapsed, fam, best_map)
+                   dtype, elapsed, n_dims=D, _family=fam, _best=best_map)
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -178,12 +187,14 @@ class FitResult:
             raise KeyError(f"dataset {dataset!r} has no fit: {why}.") from None
 
     def _as_dict(self, params: np.ndarray) -> dict:
-        cols = self._family.param_columns(params[None], self.n_components, self._n_dims())
-        return {k: np.asarray(v) for k, v in cols.items()}
-
-    def _n_dims(self) -> int:
-        P = len(next(iter(self._best.values()))[0]) // self.n_components if self._best else 1
-        return max(1, (P - 1) // 2) if self._family.ndim == 2 else 1
+        M = self.n_components
+        p = np.asarray(params).reshape(M, -1)
+        out, col = {}, 0
+        for key, shape in self._family.init_shapes(M, self.n_dims).items():
+            width = int(np.prod(shape[1:]))
+            out[key] = p[:, col : col + width].reshape(shape).copy()
+            col += width
+        return out
 
     def params(self, dataset: Any) -> dict:
         """Fitted parameters of a dataset's best start, components in table order.
@@ -191,12 +202,31 @@ class FitResult:
         Returns
         -------
         dict of str -> ndarray of shape (n_components, ...)
+            In the form ``fit(init=...)`` takes: ``weight, mu, lambda`` of
+            shape (M,) for the inverse-Gaussian family; ``weight`` (M,),
+            ``mean`` and ``var`` (M, D) for the Gaussian family.
         """
         return self._as_dict(self._get(dataset)[0])
 
     def init_params(self, dataset: Any) -> dict:
         """Starting values of a dataset's best start, in draw order."""
         return self._as_dict(self._get(dataset)[1])
+
+    def _points(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if self._family.ndim == 1:
+            if x.ndim == 2 and x.shape[1] == 1:
+                x = x[:, 0]
+            if x.ndim != 1:
+                raise ValueError(f"x has shape {x.shape}; expected (n,) for the "
+                                 f"{self.family!r} family.")
+            return x
+        if x.ndim == 1 and self.n_dims == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[1] != self.n_dims:
+            raise ValueError(f"x has shape {x.shape}; expected (n, {self.n_dims}): "
+                             f"one row per point, one column per dimension.")
+        return x
 
     def density(self, dataset: Any, x: Any) -> np.ndarray:
         """The fitted mixture density of a dataset at points x (for plotting).
@@ -205,14 +235,72 @@ class FitResult:
         ----------
         dataset : identifier
             As in ``summary["dataset"]``.
-        x : array-like of shape (n,)
+        x : array-like of shape (n,) or (n, n_dims)
+            Points; (n, n_dims) for the Gaussian family.
 
         Returns
         -------
         ndarray of shape (n,)
         """
-        x = np.asarray(x, dtype=np.float64)
-        return np.exp(self._family.log_density(x, self._get(dataset)[0], self.n_components))
+        return np.exp(self.score_samples(dataset, x))
+
+    def score_samples(self, dataset: Any, x: Any) -> np.ndarray:
+        """Log of the fitted mixture density at each point, as scikit-learn's.
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``: whose best fit to use.
+        x : array-like of shape (n,) or (n, n_dims)
+            Points; (n, n_dims) for the Gaussian family.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Per-point log-likelihood; its sum over the dataset's own values is
+            ``summary.loglik``.
+        """
+        x = self._points(x)
+        return self._family.log_density(x, self._get(dataset)[0], self.n_components)
+
+    def predict_proba(self, dataset: Any, x: Any) -> np.ndarray:
+        """Posterior probability of each component at each point (responsibilities).
+
+        Parameters
+        ----------
+        dataset : identifier
+        x : array-like of shape (n,) or (n, n_dims)
+
+        Returns
+        -------
+        ndarray of shape (n, n_components)
+            Column ``l`` is component ``l + 1`` of the ``components`` table;
+            rows sum to 1.
+        """
+        x = self._points(x)
+        lc = self._family.log_components(x, self._get(dataset)[0], self.n_components)
+        top = np.max(lc, axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(lc - top)
+            return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, dataset: Any, x: Any) -> np.ndarray:
+        """The most probable component of each point.
+
+        Parameters
+        ----------
+        dataset : identifier
+        x : array-like of shape (n,) or (n, n_dims)
+
+        Returns
+        -------
+        ndarray of shape (n,), int
+            Component numbers as in the ``components`` table, from 1
+            (subtract 1 for scikit-learn's 0-based labels).
+        """
+        x = self._points(x)
+        lc = self._family.log_components(x, self._get(dataset)[0], self.n_components)
+        return np.argmax(lc, axis=1) + 1
 
     def __repr__(self) -> str:
         counts = self.summary["status"].value_counts().to_dict()

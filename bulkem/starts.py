@@ -1,4 +1,4 @@
-"""Random starts, each determined by (seed, dataset, start) alone.
+"""Random starts (random subsets or k-means++), each determined by (seed, dataset, start) alone.
 
 A counter-based generator (SplitMix64 finaliser over the key
 ``(seed, dataset key, start, draw counter)``) gives every draw its own
@@ -137,5 +137,103 @@ def _make_subset_kernel(init_fn):
             for comp in range(m):
                 counter = draw_distinct(len(x), k, seed, keys[d], fit_start[f], counter, idx, comp)
             init_fn(x, idx, out[f])
+
+    return kernel
+
+
+@njit(inline="always")
+def kmeanspp_centres(x, seed, key, start, centres):
+    """k-means++ seeding: fill ``centres`` with indices of distinct-ish rows of x.
+
+    The first centre is uniform over the observations; each next one is drawn
+    with probability proportional to the squared Euclidean distance to the
+    nearest centre so far (uniformly again if every distance is zero).
+    Every draw is ``uniform(seed, key, start, counter)``, so the centres
+    depend on (seed, dataset values, start) alone.
+    """
+    n, D = x.shape
+    counter = 0
+    c = min(int(uniform(seed, key, start, counter) * n), n - 1)
+    counter += 1
+    centres[0] = c
+    dist = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for d in range(D):
+            z = x[i, d] - x[c, d]
+            s += z * z
+        dist[i] = s
+    for j in range(1, len(centres)):
+        total = 0.0
+        for i in range(n):
+            total += dist[i]
+        u = uniform(seed, key, start, counter)
+        counter += 1
+        if total > 0.0:
+            target = u * total
+            acc = 0.0
+            c = -1
+            for i in range(n):
+                acc += dist[i]
+                if acc > target and dist[i] > 0.0:
+                    c = i
+                    break
+            if c < 0:  # rounding left target past the last positive distance
+                for i in range(n - 1, -1, -1):
+                    if dist[i] > 0.0:
+                        c = i
+                        break
+        else:
+            c = min(int(u * n), n - 1)
+        centres[j] = c
+        for i in range(n):
+            s = 0.0
+            for d in range(D):
+                z = x[i, d] - x[c, d]
+                s += z * z
+            if s < dist[i]:
+                dist[i] = s
+
+
+_centre_cache: dict = {}
+
+
+def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed):
+    """k-means++ starting values for every fit.
+
+    For each fit, :func:`kmeanspp_centres` picks ``n_components`` centres
+    among the dataset's observations and the family's ``centre_init`` turns
+    them into starting parameters (for the Gaussian family: means at the
+    centres, variances from the observations nearest each centre, equal
+    weights).  Arguments and result as :func:`subset_starts`.
+
+    Raises
+    ------
+    ValueError
+        If the family has no ``centre_init``.
+    """
+    if family.centre_init is None:
+        raise ValueError(
+            f"init_method='kmeans++' is not available for the {family.name!r} family; "
+            "use init_method='subset'."
+        )
+    kernel = _centre_cache.get(family.name)
+    if kernel is None:
+        kernel = _centre_cache[family.name] = _make_centre_kernel(family.centre_init)
+    x = values if values.ndim == 2 else values[:, None]
+    out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
+    kernel(x, offsets, fit_ds, fit_start, keys, seed_key(seed), n_components, out)
+    return out
+
+
+def _make_centre_kernel(init_fn):
+    @njit(parallel=True)
+    def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, out):
+        for f in prange(len(fit_ds)):
+            d = fit_ds[f]
+            x = values[offsets[d] : offsets[d + 1]]
+            centres = np.empty(m, dtype=np.int64)
+            kmeanspp_centres(x, seed, keys[d], fit_start[f], centres)
+            init_fn(x, centres, out[f])
 
     return kernel

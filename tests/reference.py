@@ -103,3 +103,75 @@ def ig_global_max(x, n_components, n_starts=200, seed=0):
     theta = res.x if -res.fun >= best["loglik"] else theta0
     w, mu, lam = unpack(theta)
     return ig_mix_loglik(x, w, mu, lam), w, mu, lam
+
+
+# --- diagonal Gaussian mixtures (issue 5) ---------------------------------
+#
+# Density from scipy.stats.norm per dimension; the M-step is written out from
+# the EM equations with scikit-learn's conventions (n_k = sum r + 10 eps,
+# var = E_r[x^2] - mean^2 + reg_covar with the new mean).  Same iteration
+# semantics as ig_em.
+
+GAUSS_MIN_MASS = 1e-8  # a component with less summed responsibility has collapsed
+GAUSS_VAR_RTOL = 1e-12  # ... as has one whose variance is below this times its mean square
+
+
+def gauss_logpdf(x, mean, var):
+    """log N(x | mean, diag(var)) of each point and component: x (n, D), mean/var (M, D)."""
+    x = np.asarray(x, dtype=float).reshape(len(x), -1)
+    mean, var = np.atleast_2d(mean), np.atleast_2d(var)
+    return stats.norm.logpdf(x[:, None, :], mean[None], np.sqrt(var)[None]).sum(axis=2)
+
+
+def gauss_mix_logpdf(x, w, mean, var):
+    """Log mixture density at each point."""
+    return logsumexp(np.log(w)[None, :] + gauss_logpdf(x, mean, var), axis=1)
+
+
+def gauss_mix_loglik(x, w, mean, var):
+    """Total log-likelihood of a diagonal Gaussian mixture."""
+    return float(np.sum(gauss_mix_logpdf(x, w, mean, var)))
+
+
+def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6):
+    """EM for a diagonal Gaussian mixture from the given start.
+
+    Returns
+    -------
+    dict with keys weight (M,), mean (M, D), var (M, D), loglik, n_iter,
+    status ("converged", "max_iter" or "degenerate"), trace
+    """
+    x = np.asarray(x, dtype=float).reshape(len(x), -1)
+    w = np.array(w, dtype=float)
+    mean = np.array(mean, dtype=float).reshape(len(w), -1)
+    var = np.array(var, dtype=float).reshape(len(w), -1)
+    trace = []
+    it = 0
+    while True:
+        comp = np.log(w)[None, :] + gauss_logpdf(x, mean, var)
+        lse = logsumexp(comp, axis=1)
+        ll = float(lse.sum())
+        trace.append(ll)
+        status = None
+        if not np.isfinite(ll):
+            status = "degenerate"
+        elif it > 0 and ll < trace[-2] - 1e-9 * abs(trace[-2]):
+            status = "degenerate"
+        elif it > 0 and abs(ll - trace[-2]) < tol:
+            status = "converged"
+        elif it == max_iter:
+            status = "max_iter"
+        if status:
+            return dict(weight=w, mean=mean, var=var, loglik=ll, n_iter=it, status=status,
+                        trace=trace)
+        r = np.exp(comp - lse[:, None])
+        s0 = r.sum(axis=0)
+        nk = s0 + 10 * np.finfo(float).eps
+        new_mean = (r.T @ x) / nk[:, None]
+        mean2 = (r.T @ x**2) / nk[:, None]
+        new_var = mean2 - new_mean**2 + reg_covar
+        if np.any(s0 < GAUSS_MIN_MASS) or np.any(new_var <= GAUSS_VAR_RTOL * mean2):
+            return dict(weight=w, mean=mean, var=var, loglik=ll, n_iter=it,
+                        status="degenerate", trace=trace)
+        w, mean, var = s0 / len(x), new_mean, new_var
+        it += 1

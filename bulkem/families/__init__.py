@@ -1,9 +1,10 @@
 """Model families, by name."""
 
 from .base import Family
+from .gaussian import FAMILY as GAUSSIAN
 from .invgauss import FAMILY as INVGAUSS
 
-FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS}
+FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN}
 
 
 def get(name: str) -> Family:

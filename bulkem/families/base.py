@@ -14,6 +14,17 @@ Layouts (``M`` components, ``D`` dimensions):
 * ``feat``: the per-observation features of the whole batch, feature ``f`` of
   observation ``i`` at ``feat[f * stride + i]`` (structure of arrays, so that
   neighbouring GPU threads read neighbouring addresses).
+* ``coef`` and ``stats`` of one fit: ``M`` blocks of ``n_coef(M, D) / M`` and
+  ``n_stats(M, D) / M`` values, block ``l`` belonging to component ``l``.
+
+What the engines rely on besides the signatures:
+
+* the hooks treat components independently, so an engine may call ``coef``
+  and ``mstep`` on one component's blocks (slices) with ``M = 1``;
+* ``accum(stats, m, r, ...)`` adds ``r`` times a vector of per-observation
+  statistics to block ``m`` and touches nothing else, so that calling it with
+  ``r = 1`` on a zeroed array gives that vector (the one-large-dataset CUDA
+  engine stores it per observation of a tile, block ``m`` = row of the tile).
 """
 
 from __future__ import annotations
@@ -71,6 +82,20 @@ class Family:
     init_shapes : callable
         ``init_shapes(M, D) -> dict``: the keys of user starting values, in
         parameter order, and the shape each takes for one start.
+    centre_init : numba dispatcher or None
+        ``centre_init(x, centres, out)``: starting parameters from the
+        k-means++ centres ``x[centres[l]]``; None if the family offers no
+        k-means++ starts.
+    default_init : str
+        The ``init_method`` used when :func:`bulkem.fit` is given none.
+    linear_logdens : bool
+        True when ``logdens(c, m, ...)`` is ``sum_k c[S m + k] g_k`` with
+        ``g`` the statistics vector that ``accum`` adds (``r = 1``) and
+        ``S = n_coef / M = n_stats / M``: the log density is linear in the
+        sufficient statistics, as for an exponential family in natural
+        parameters.  The one-large-dataset CUDA engine then computes a tile's
+        log densities as a matrix product; families without it run in the
+        bulk regime there.
     """
 
     name: str
@@ -94,6 +119,9 @@ class Family:
     param_columns: Callable
     order_key: Callable
     init_shapes: Callable
+    centre_init: Callable | None = None
+    default_init: str = "subset"
+    linear_logdens: bool = False
 
     def n_params(self, n_components: int, n_dims: int = 1) -> int:
         """Length of one fit's parameter vector."""

@@ -150,4 +150,5 @@ FAMILY = Family(
     param_columns=param_columns,
     order_key=order_key,
     init_shapes=lambda M, D: {"weight": (M,), "mu": (M,), "lambda": (M,)},
+    linear_logdens=True,  # c0 + c1 x + c2 (1/x): linear in the statistics (1, x, 1/x)
 )

@@ -1,0 +1,495 @@
+"""One large dataset: each fit spread over the whole machine.
+
+The bulk engines give every (dataset, start) fit to one CPU thread or one
+warp.  A batch of a few fits of very many observations (one dataset of
+10^7 points, say) would leave most of the machine idle that way, so
+:func:`use_large` sends it here instead and the fits run one after another,
+each over every core or the whole GPU.  The per-observation math is the
+family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``) and the driver's
+E-step pass and stopping rule (:mod:`bulkem.engines.driver`), compiled again
+for the new layout; the results follow the same iteration semantics as the
+bulk engines, with the sums taken in another order.
+
+CPU: each iteration is a ``prange`` over fixed chunks of observations, each
+chunk running the driver's fused pass into its own partial statistics, then
+a reduction in chunk order and the M-step.  The chunking is a constant
+(``config.LARGE_CPU_CHUNK_OBS``), so results do not depend on the threads.
+
+CUDA: two launches per iteration and no host round trip.
+
+1. A tiled E-step.  A block copies the family's coefficients ``Theta``
+   (``M x S``) into shared memory once, then walks its share of tiles of
+   ``T`` observations.  For each tile it stages every observation's
+   statistics vector ``g`` (the family's ``accum`` with ``r = 1``; for the
+   Gaussian family ``[1, x, x^2]``) as ``G`` (``T x S``) in shared memory.
+   Both families' log densities are linear in ``g`` (``linear_logdens``),
+   so the tile's log densities are the matrix product ``G Theta^T``
+   (``T x M``; warp ``w`` owns a few components, lanes own observations);
+   one thread per observation turns its row into responsibilities ``R``;
+   and the partial statistics are the matrix product ``R^T G`` (``M x S``:
+   ``R^T X`` and ``R^T X^2`` for the Gaussian family), in which each thread
+   owns a few (component, statistic) outputs, kept in registers across the
+   block's tiles.  Each block writes one row of partials.
+2. A reduction: blocks sum columns of the partials in a fixed order; the
+   last block to finish (atomic counter) runs the stopping rule, the M-step
+   (one thread per component) and the next iteration's coefficients.  A
+   done flag on the device makes later launches return at once, and the
+   host reads it every ``config.LARGE_CUDA_CHECK_EVERY`` iterations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import float32, float64, int64, njit, prange, uint64
+
+from .. import config
+from .cuda import cuda  # numba.cuda, after the CUDA engine's numpy shim and simulator set-up
+from .driver import make_estep, make_stop
+
+# --- the choice of regime ---------------------------------------------------
+
+
+def use_large(job, engine: str) -> bool:
+    """Whether a batch should run in the one-large-dataset regime.
+
+    Parameters
+    ----------
+    job : bulkem.api.Job
+    engine : {"cpu", "cuda"}
+
+    Returns
+    -------
+    bool
+        True when every fitted dataset has at least ``config.LARGE_MIN_OBS``
+        observations and there are few fits: fewer than the Numba threads on
+        the CPU, at most ``config.LARGE_MAX_FITS_CUDA`` on the GPU (where the
+        model must also fit the kernel's shared memory).
+    """
+    n_fits = len(job.fit_ds)
+    if n_fits == 0:
+        return False
+    sizes = np.diff(job.offsets)[job.fit_ds]
+    if sizes.min() < config.LARGE_MIN_OBS:
+        return False
+    if engine == "cuda":
+        return (n_fits <= config.LARGE_MAX_FITS_CUDA
+                and _cuda_plan(job.family, job.n_components, job.n_dims, job.dtype) is not None)
+    return n_fits < numba.get_num_threads()
+
+
+def run_fits(job, progress, engine: str) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` in the large regime, in place."""
+    if engine == "cuda":
+        _run_cuda(job, progress)
+    else:
+        _run_cpu(job, progress)
+
+
+# --- CPU --------------------------------------------------------------------
+
+_cpu_runners: dict = {}
+
+
+def _cpu_runner(family, M, D, dtype):
+    key = (family.name, M, D, np.dtype(dtype).name)
+    if key in _cpu_runners:
+        return _cpu_runners[key]
+    jit = njit(inline="always")
+    estep = make_estep(family, M, D, dtype.type, jit)
+    stop = make_stop(jit)
+    coef_f = jit(family.coef)
+    mstep_f = jit(family.mstep)
+    NC = family.n_coef(M, D)
+    NS = family.n_stats(M, D)
+    cdt = dtype.type
+
+    @njit(parallel=True)
+    def run(feat, stride, lo, hi, const, params, max_iter, tol, drop_rtol, reg, chunk):
+        n = hi - lo
+        n_chunks = (n + chunk - 1) // chunk
+        coef = np.empty(NC, cdt)
+        part = np.empty((n_chunks, NS))
+        llp = np.empty(n_chunks)
+        stats = np.empty(NS)
+        it = 0
+        ll_prev = 0.0
+        while True:
+            coef_f(params, M, D, coef)
+            for c in prange(n_chunks):
+                a = lo + c * chunk
+                b = min(hi, a + chunk)
+                t = np.empty(M, cdt)
+                row = part[c]
+                for k in range(NS):
+                    row[k] = 0.0
+                llp[c] = estep(coef, feat, stride, a, b, 1, row, t)
+            for k in range(NS):
+                s = 0.0
+                for c in range(n_chunks):
+                    s += part[c, k]
+                stats[k] = s
+            ll = 0.0
+            for c in range(n_chunks):
+                ll += llp[c]
+            ll += const
+            status = stop(ll, ll_prev, it, max_iter, tol, drop_rtol)
+            if status >= 0:
+                return status, it, ll
+            status = mstep_f(stats, params, M, D, n, reg)
+            if status != 0:
+                return status, it, ll
+            ll_prev = ll
+            it += 1
+
+    _cpu_runners[key] = run
+    return run
+
+
+def _run_cpu(job, progress) -> None:
+    run = _cpu_runner(job.family, job.n_components, job.n_dims, job.dtype)
+    feat = job.feat.astype(job.dtype, copy=False)
+    for f in range(len(job.fit_ds)):
+        d = job.fit_ds[f]
+        st, it, ll = run(feat, job.stride, job.offsets[d], job.offsets[d + 1], job.const[d],
+                         job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg,
+                         config.LARGE_CPU_CHUNK_OBS)
+        job.status[f] = st
+        job.n_iter[f] = it
+        job.loglik[f] = ll
+        progress(1)
+
+
+# --- CUDA -------------------------------------------------------------------
+
+
+def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
+    """Sizes of the CUDA kernels for this model, or None if they do not fit.
+
+    The family must have ``linear_logdens``.  The tile is the largest power
+    of two up to ``config.LARGE_CUDA_TILE`` whose shared arrays
+    (coefficients, statistics vectors and responsibilities of a tile) fit
+    ``config.LARGE_CUDA_SHARED_BYTES``.
+    """
+    isz = np.dtype(dtype).itemsize
+    nc = family.n_coef(M, D)
+    ns = family.n_stats(M, D)
+    if not family.linear_logdens or nc != ns:
+        return None
+    s = ns // M
+    gs = s if s % 2 else s + 1
+    nsx = ns + 1
+    limit = config.LARGE_CUDA_SHARED_BYTES
+    if 8 * (nsx + config.LARGE_CUDA_REDUCE_THREADS) + 4 * (M + 1) > limit:
+        return None  # the reduction's last block holds every statistic
+    tile = config.LARGE_CUDA_TILE
+    while tile >= 1:
+        if isz * (nc + tile * (gs + M)) + 8 * tile <= limit:
+            return dict(tile=tile, threads=config.LARGE_CUDA_THREADS,
+                        reduce_cols=config.LARGE_CUDA_REDUCE_COLS,
+                        reduce_threads=config.LARGE_CUDA_REDUCE_THREADS)
+        tile //= 2
+    return None
+
+
+_cuda_kernels: dict = {}
+
+
+def _kernels(family, M, D, dtype, plan):
+    key = (family.name, M, D, np.dtype(dtype).name, tuple(sorted(plan.items())))
+    if key not in _cuda_kernels:
+        _cuda_kernels[key] = _make_cuda_kernels(family, M, D, np.dtype(dtype), **plan)
+    return _cuda_kernels[key]
+
+
+def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads):
+    WARP = config.WARP_SIZE
+    cdt = float32 if dtype == np.float32 else float64
+    inline = {} if numba.config.ENABLE_CUDASIM else {"forceinline": True}
+
+    def dev(fn):
+        return cuda.jit(device=True, **inline)(fn)
+
+    accum_f = dev(family.accum)
+    coef_f = dev(family.coef)
+    mstep_f = dev(family.mstep)
+    stop_f = make_stop(dev)
+
+    # Compile-time sizes; every shared or local array size is one named
+    # constant.  Index arithmetic in the hot loops is unsigned (np.uint64
+    # constants, while loops): signed indices make numba add a negative-index
+    # fix-up to every shared-memory load, which costs more than the math.
+    T = tile
+    NT = threads
+    NWARP = NT // WARP
+    NC = family.n_coef(M, D)
+    P = family.per_component(D)
+    NS = family.n_stats(M, D)
+    S = NS // M  # statistics (and coefficients) per component
+    NSX = NS + 1  # the statistics and the log-likelihood
+    GS = S if S % 2 else S + 1  # row stride of the G tile: odd, so a column read is conflict-free
+    SH_G = GS * T
+    SH_R = M * T
+    MW = -(-M // NWARP)  # components per warp
+    TB = -(-T // WARP)  # observations per lane in the log-density product
+    KL = -(-S // WARP)  # statistics per lane in the statistics product
+    NE = MW * TB
+    NACC = MW * KL
+    RC = reduce_cols
+    NTR = reduce_threads
+    RG = NTR // RC
+    MP1 = M + 1
+    ONE = dtype.type(1.0)
+    ZERO = dtype.type(0.0)
+    U0, U1 = np.uint64(0), np.uint64(1)
+    UWARP, UM1, UT, UT1 = np.uint64(WARP), np.uint64(M - 1), np.uint64(T), np.uint64(T - 1)
+    US, US1, UGS, UMW = np.uint64(S), np.uint64(S - 1), np.uint64(GS), np.uint64(MW)
+
+    @cuda.jit
+    def estep(feat, stride, lo, hi, coef_g, part, istate):
+        if istate[0] != 0:
+            return  # the fit has stopped
+        tid = cuda.threadIdx.x
+        ut = uint64(tid)
+        w = ut // UWARP
+        lane = ut % UWARP
+        cs = cuda.shared.array(NC, cdt)  # coefficients, component-major (M x S)
+        gt = cuda.shared.array(SH_G, cdt)  # statistics vectors of the tile (T x GS)
+        rt = cuda.shared.array(SH_R, cdt)  # log densities, then responsibilities (M x T)
+        lls = cuda.shared.array(T, float64)
+        acc = cuda.local.array(NACC, float64)  # this thread's statistics, over all tiles
+        tmp = cuda.local.array(NACC, cdt)  # ... over one tile
+        te = cuda.local.array(NE, cdt)
+        gv = cuda.local.array(TB, cdt)
+        hv = cuda.local.array(KL, cdt)
+        crow = cuda.local.array(MW, uint64)  # offsets of this warp's components in cs
+        rrow = cuda.local.array(MW, uint64)  # ... and in rt
+        jrow = cuda.local.array(TB, uint64)  # offsets of this lane's observations in gt
+        kcol = cuda.local.array(KL, uint64)  # this lane's statistics
+        for a in range(MW):
+            m = min(w * UMW + uint64(a), UM1)  # clamped: spare outputs are computed, not kept
+            crow[a] = m * US
+            rrow[a] = m * UT
+        for q in range(TB):
+            jrow[q] = min(lane + UWARP * uint64(q), UT1) * UGS
+        for c in range(KL):
+            kcol[c] = min(lane + UWARP * uint64(c), US1)
+        for q in range(NACC):
+            acc[q] = 0.0
+        for q in range(tid, NC, NT):
+            cs[q] = coef_g[q]
+        ll = 0.0
+        n_tiles = (hi - lo + T - 1) // T
+        for tl in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
+            base = lo + tl * T
+            cnt = min(T, hi - base)
+            cuda.syncthreads()  # the previous tile is used up
+            if tid < T:  # statistics vector g of observation tid: accum with r = 1
+                row = gt[tid * GS : tid * GS + S]
+                for k in range(S):
+                    row[k] = ZERO
+                if tid < cnt:
+                    accum_f(row, 0, ONE, D, feat, stride, base + tid)
+            cuda.syncthreads()
+            # log densities: this thread's MW components x TB observations, G Theta^T
+            for q in range(NE):
+                te[q] = ZERO
+            k = U0
+            while k < US:
+                for q in range(TB):
+                    gv[q] = gt[jrow[q] + k]
+                for a in range(MW):
+                    th = cs[crow[a] + k]
+                    for q in range(TB):
+                        te[a * TB + q] += th * gv[q]
+                k += U1
+            for a in range(MW):
+                m = w * UMW + uint64(a)
+                for q in range(TB):
+                    j = lane + UWARP * uint64(q)
+                    if m <= UM1 and j <= UT1:
+                        rt[m * UT + j] = te[a * TB + q]
+            cuda.syncthreads()
+            if tid < T:  # responsibilities of observation tid
+                j = ut
+                if tid < cnt:
+                    top = rt[j]
+                    r = UT + j
+                    while r < SH_R:
+                        top = max(top, rt[r])
+                        r += UT
+                    s = ZERO
+                    r = j
+                    while r < SH_R:
+                        e = math.exp(rt[r] - top)
+                        rt[r] = e
+                        s += e
+                        r += UT
+                    ll += top + math.log(s)
+                    inv = ONE / s
+                    r = j
+                    while r < SH_R:
+                        rt[r] *= inv
+                        r += UT
+                else:
+                    r = j
+                    while r < SH_R:
+                        rt[r] = ZERO
+                        r += UT
+            cuda.syncthreads()
+            # partial statistics R^T G: this thread's MW components x KL statistics
+            for q in range(NACC):
+                tmp[q] = ZERO
+            j = U0
+            jg = U0
+            ucnt = uint64(cnt)
+            while j < ucnt:
+                for c in range(KL):
+                    hv[c] = gt[jg + kcol[c]]
+                for a in range(MW):
+                    r = rt[rrow[a] + j]
+                    for c in range(KL):
+                        tmp[a * KL + c] += r * hv[c]
+                j += U1
+                jg += UGS
+            for q in range(NACC):
+                acc[q] += tmp[q]
+        b = cuda.blockIdx.x
+        for a in range(MW):
+            m = w * UMW + uint64(a)
+            for c in range(KL):
+                k = lane + UWARP * uint64(c)
+                if m <= UM1 and k <= US1:
+                    part[b, m * US + k] = acc[a * KL + c]
+        if tid < T:
+            lls[tid] = ll
+        cuda.syncthreads()
+        if tid == 0:
+            tot = 0.0
+            for j in range(T):
+                tot += lls[j]
+            part[b, NS] = tot
+
+    @cuda.jit
+    def reduce(part, nb, istate, fstate, stats_g, params_g, coef_g, n, const,
+               max_iter, tol, drop_rtol, reg):
+        if istate[0] != 0:
+            return
+        tid = cuda.threadIdx.x
+        c = tid % RC
+        g = tid // RC
+        col = cuda.blockIdx.x * RC + c
+        red = cuda.shared.array(NTR, float64)
+        st = cuda.shared.array(NSX, float64)
+        dec = cuda.shared.array(MP1, int64)
+        s = 0.0
+        if col < NSX:
+            for bb in range(g, nb, RG):
+                s += part[bb, col]
+        red[tid] = s
+        cuda.syncthreads()
+        if g == 0 and col < NSX:
+            tot = 0.0
+            for h in range(RG):
+                tot += red[h * RC + c]
+            stats_g[col] = tot
+        cuda.threadfence()
+        cuda.syncthreads()
+        if tid == 0:
+            dec[0] = cuda.atomic.add(istate, 3, 1)
+        cuda.syncthreads()
+        if dec[0] != cuda.gridDim.x - 1:
+            return  # not the last block to finish
+        for q in range(tid, NSX, NTR):
+            st[q] = cuda.atomic.add(stats_g, q, 0.0)  # read through L2: other blocks' sums
+        cuda.syncthreads()
+        if tid == 0:
+            istate[3] = 0  # counter, for the next iteration
+            ll = st[NS] + const
+            fstate[1] = ll
+            dec[0] = stop_f(ll, fstate[0], istate[1], max_iter, tol, drop_rtol)
+            if dec[0] >= 0:
+                istate[2] = dec[0]
+                istate[0] = 1
+        cuda.syncthreads()
+        if dec[0] >= 0:
+            return
+        for m in range(tid, M, NTR):  # M-step, one thread per component
+            dec[1 + m] = mstep_f(st[m * S : (m + 1) * S], params_g[m * P : (m + 1) * P],
+                                 1, D, n, reg)
+        cuda.syncthreads()
+        if tid == 0:
+            code = 0
+            for m in range(M):
+                if code == 0:
+                    code = dec[1 + m]
+            dec[0] = code
+            if code != 0:
+                istate[2] = code
+                istate[0] = 1
+            else:
+                fstate[0] = fstate[1]
+                istate[1] += 1
+        cuda.syncthreads()
+        if dec[0] == 0:
+            for m in range(tid, M, NTR):
+                coef_f(params_g[m * P : (m + 1) * P], 1, D, coef_g[m * S : (m + 1) * S])
+
+    return estep, reduce, NSX
+
+
+_host_coef: dict = {}
+
+
+def _run_cuda(job, progress) -> None:
+    fam, M, D = job.family, job.n_components, job.n_dims
+    plan = _cuda_plan(fam, M, D, job.dtype)
+    estep, reduce, nsx = _kernels(fam, M, D, job.dtype, plan)
+    coef_host = _host_coef.get(fam.name)
+    if coef_host is None:
+        coef_host = _host_coef[fam.name] = njit(fam.coef)
+    T, NT = plan["tile"], plan["threads"]
+    max_blocks = config.LARGE_CUDA_MAX_BLOCKS
+    if max_blocks is None:
+        n_sm = getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)
+        max_blocks = config.LARGE_CUDA_BLOCKS_PER_SM * n_sm
+    n_red = -(-nsx // plan["reduce_cols"])
+    every = max(1, config.LARGE_CUDA_CHECK_EVERY)
+
+    stream = cuda.stream()
+    feat = cuda.to_device(job.feat.astype(job.dtype, copy=False), stream=stream)
+    part = cuda.device_array((max_blocks, nsx), np.float64, stream=stream)
+    stats = cuda.device_array(nsx, np.float64, stream=stream)
+    istate_h = np.zeros(4, np.int64)
+    fstate_h = np.zeros(2, np.float64)
+    for f in range(len(job.fit_ds)):
+        d = job.fit_ds[f]
+        lo, hi = int(job.offsets[d]), int(job.offsets[d + 1])
+        nb = min(max_blocks, -(-(hi - lo) // T))
+        coef = np.empty(fam.n_coef(M, D), job.dtype)
+        coef_host(job.params[f], M, D, coef)
+        params_g = cuda.to_device(job.params[f], stream=stream)
+        coef_g = cuda.to_device(coef, stream=stream)
+        istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
+        fstate = cuda.to_device(np.zeros(2, np.float64), stream=stream)
+        est = estep[nb, NT, stream]
+        red = reduce[n_red, plan["reduce_threads"], stream]
+        const = float(job.const[d])
+        for it in range(job.max_iter + 1):
+            est(feat, job.stride, lo, hi, coef_g, part, istate)
+            red(part, nb, istate, fstate, stats, params_g, coef_g, hi - lo, const,
+                job.max_iter, job.tol, job.drop_rtol, job.reg)
+            if (it + 1) % every == 0 or it == job.max_iter:
+                istate.copy_to_host(istate_h, stream=stream)
+                stream.synchronize()
+                if istate_h[0]:
+                    break
+        params_g.copy_to_host(job.params[f], stream=stream)
+        fstate.copy_to_host(fstate_h, stream=stream)
+        stream.synchronize()
+        job.status[f] = istate_h[2]
+        job.n_iter[f] = istate_h[1]
+        job.loglik[f] = fstate_h[1]
+        progress(1)

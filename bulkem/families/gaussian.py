@@ -1,0 +1,271 @@
+"""Finite mixtures of Gaussians with diagonal covariance matrices.
+
+Component ``l`` has weight ``w_l``, mean vector ``mu_l`` and per-dimension
+variances ``var_l`` (the model of the CUDA EM paper of Kumar et al.):
+
+    log(w p(x)) = [log w - 1/2 sum_d log var_d] - 1/2 sum_d (x_d - mu_d)^2 / var_d
+                  - D/2 log(2 pi).
+
+The last term is shared by all components and added once per dataset
+(``obs_const``).  Expanding the square, as scikit-learn does,
+
+    log(w p(x)) + D/2 log(2 pi) = c0 + sum_d (mu_d / var_d) x_d - 1/(2 var_d) x_d^2,
+    c0 = log w - 1/2 sum_d (log var_d + mu_d^2 / var_d),
+
+is linear in the statistics ``(1, x, x^2)`` that the M-step sums, with the
+coefficients laid out like the statistics (``linear_logdens``): each
+dimension costs two multiply-adds per observation and component, and the
+one-large-dataset CUDA engine computes all log densities of a tile as one
+matrix product.  (In float32 the expanded form loses accuracy for data far
+from the origin relative to its spread: centre such data first.)  The
+features are the ``D`` coordinates themselves (``feat[d * stride + i]``).
+
+Layouts, ``P = 1 + 2 D`` values per component in each of them:
+
+* params: ``weight, mean_1..mean_D, var_1..var_D``;
+* coef: ``c0, mu_1/var_1..mu_D/var_D, -1/(2 var_1)..-1/(2 var_D)``;
+* stats: ``sum r, sum r x_1..sum r x_D, sum r x_1^2..sum r x_D^2``.
+
+The M-step is scikit-learn's for ``covariance_type="diag"``
+(``sklearn.mixture._gaussian_mixture._estimate_gaussian_parameters``), with
+``n_k = sum r + 10 eps`` and the *new* mean,
+
+    mean = S1 / n_k,    var = S2 / n_k - mean^2 + reg_covar,
+
+so that fits from the same starting values agree with scikit-learn's
+``GaussianMixture(covariance_type="diag")``.  ``reg_covar`` floors the
+variances so that a component cannot shrink onto a single point.  A
+component left with (almost) no mass (``config.MIN_COMPONENT_MASS``), or
+whose variance in some dimension is no longer distinguishable from zero in
+float64 (below ``config.GAUSS_VAR_RTOL`` times the mean square: possible
+when ``reg_covar`` is 0 or tiny for the data's scale), ends the start as
+degenerate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import config
+from ..data import basic_problems
+from .base import Family
+
+_EPS10 = 10.0 * float(np.finfo(np.float64).eps)  # scikit-learn's guard on n_k
+
+
+def coef(params, M, D, c):
+    P = 1 + 2 * D
+    for m in range(M):
+        b = P * m
+        c0 = math.log(params[b])
+        for d in range(D):
+            mu = params[b + 1 + d]
+            prec = 1.0 / params[b + 1 + D + d]
+            c0 -= 0.5 * (mu * mu * prec - math.log(prec))
+            c[b + 1 + d] = mu * prec
+            c[b + 1 + D + d] = -0.5 * prec
+        c[b] = c0
+
+
+def logdens(c, m, D, feat, stride, i):
+    b = (1 + 2 * D) * m
+    v = c[b]
+    for d in range(D):
+        x = feat[d * stride + i]
+        v += x * (c[b + 1 + d] + c[b + 1 + D + d] * x)
+    return v
+
+
+def accum(stats, m, r, D, feat, stride, i):
+    b = (1 + 2 * D) * m
+    stats[b] += r
+    for d in range(D):
+        rx = r * feat[d * stride + i]
+        stats[b + 1 + d] += rx
+        stats[b + 1 + D + d] += rx * feat[d * stride + i]
+
+
+def mstep(stats, params, M, D, n, reg):
+    P = 1 + 2 * D
+    for m in range(M):
+        b = P * m
+        s0 = stats[b]
+        if not s0 >= config.MIN_COMPONENT_MASS:
+            return config.DEGENERATE_COLLAPSE
+        nk = s0 + _EPS10
+        params[b] = s0 / n
+        for d in range(D):
+            mean = stats[b + 1 + d] / nk
+            mean2 = stats[b + 1 + D + d] / nk
+            var = mean2 - mean * mean + reg
+            if not (math.isfinite(mean) and math.isfinite(var)):
+                return config.DEGENERATE_PARAM
+            if not var > config.GAUSS_VAR_RTOL * mean2:
+                return config.DEGENERATE_COLLAPSE  # no spread left, in float64 terms
+            params[b + 1 + d] = mean
+            params[b + 1 + D + d] = var
+    return 0
+
+
+@njit(inline="always")
+def _data_var(x, d):
+    """Variance of column d of the dataset x (n, D); 1 for a constant column."""
+    n = x.shape[0]
+    s = 0.0
+    for i in range(n):
+        s += x[i, d]
+    mean = s / n
+    v = 0.0
+    for i in range(n):
+        z = x[i, d] - mean
+        v += z * z
+    v /= n
+    return v if v > 0.0 else 1.0
+
+
+@njit(inline="always")
+def subset_init(x, idx, out):
+    """Mean and per-dimension variance of each component's drawn observations.
+
+    A dimension in which the drawn observations are all equal starts at the
+    dataset's variance in that dimension (1 if the column is constant).
+    """
+    n_comp, k = idx.shape
+    D = x.shape[1]
+    P = 1 + 2 * D
+    for m in range(n_comp):
+        b = P * m
+        out[b] = 1.0 / n_comp
+        for d in range(D):
+            mu = 0.0
+            for j in range(k):
+                mu += x[idx[m, j], d]
+            mu /= k
+            v = 0.0
+            for j in range(k):
+                z = x[idx[m, j], d] - mu
+                v += z * z
+            v /= k
+            out[b + 1 + d] = mu
+            out[b + 1 + D + d] = v if v > 0.0 else _data_var(x, d)
+
+
+@njit(inline="always")
+def centre_init(x, centres, out):
+    """k-means++ start: means at the chosen observations ``x[centres]``.
+
+    Every observation is assigned to its nearest centre (squared Euclidean
+    distance, lowest index on ties); a component's variances are those of
+    its assigned observations, or the dataset's where it has fewer than two
+    or a dimension does not vary.  Weights start equal.
+    """
+    n, D = x.shape
+    n_comp = len(centres)
+    P = 1 + 2 * D
+    cnt = np.zeros(n_comp)
+    s1 = np.zeros((n_comp, D))
+    s2 = np.zeros((n_comp, D))
+    for i in range(n):
+        best = 0
+        best_d = math.inf
+        for m in range(n_comp):
+            dist = 0.0
+            for d in range(D):
+                z = x[i, d] - x[centres[m], d]
+                dist += z * z
+            if dist < best_d:
+                best_d = dist
+                best = m
+        cnt[best] += 1.0
+        for d in range(D):
+            z = x[i, d] - x[centres[best], d]
+            s1[best, d] += z
+            s2[best, d] += z * z
+    for m in range(n_comp):
+        b = P * m
+        out[b] = 1.0 / n_comp
+        for d in range(D):
+            out[b + 1 + d] = x[centres[m], d]
+            v = 0.0
+            if cnt[m] >= 2.0:
+                mz = s1[m, d] / cnt[m]
+                v = s2[m, d] / cnt[m] - mz * mz  # about the cluster's mean
+            out[b + 1 + D + d] = v if v > 0.0 else _data_var(x, d)
+
+
+def min_obs(n_components: int, n_dims: int = 1) -> int:
+    return 3 * n_components  # one random-subset start per component, without overlap
+
+
+def check(values: np.ndarray, n_components: int) -> str | None:
+    n = len(values)
+    msg = basic_problems(values, min_obs(n_components))
+    if msg is not None and n and "NaN" in msg:
+        bad = int(np.count_nonzero(~np.all(np.isfinite(values), axis=1)))
+        msg = f"{bad} of {n} observations have NaN or infinite coordinates"
+    return msg
+
+
+def features(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).T
+
+
+def obs_const(values: np.ndarray) -> np.ndarray:
+    return np.full(len(values), -0.5 * values.shape[1] * config.LOG_2PI)
+
+
+def _split(params: np.ndarray, n_components: int):
+    p = np.asarray(params, dtype=np.float64).reshape(n_components, -1)
+    D = (p.shape[1] - 1) // 2
+    return p[:, 0], p[:, 1 : 1 + D], p[:, 1 + D :]
+
+
+def log_components(values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
+    w, mu, var = _split(params, n_components)
+    x = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+    z2 = (x[:, None, :] - mu[None]) ** 2 / var[None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(w) - 0.5 * (np.sum(np.log(2 * np.pi * var), axis=1) + z2.sum(axis=2))
+
+
+def param_columns(params: np.ndarray, n_components: int, n_dims: int) -> dict:
+    p = np.asarray(params).reshape(-1, 1 + 2 * n_dims)
+    cols = {"weight": p[:, 0]}
+    cols.update({f"mean_{d + 1}": p[:, 1 + d] for d in range(n_dims)})
+    cols.update({f"var_{d + 1}": p[:, 1 + n_dims + d] for d in range(n_dims)})
+    return cols
+
+
+def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    return params.reshape(len(params), n_components, 1 + 2 * n_dims)[:, :, 1]
+
+
+FAMILY = Family(
+    name="gaussian",
+    ndim=2,
+    per_component=lambda D: 1 + 2 * D,
+    n_coef=lambda M, D: (1 + 2 * D) * M,
+    n_stats=lambda M, D: (1 + 2 * D) * M,
+    n_features=lambda D: D,
+    subset_size=lambda D: 3,
+    min_obs=min_obs,
+    n_free=lambda M, D: (1 + 2 * D) * M - 1,
+    check=check,
+    features=features,
+    obs_const=obs_const,
+    coef=coef,
+    logdens=logdens,
+    accum=accum,
+    mstep=mstep,
+    subset_init=subset_init,
+    log_components=log_components,
+    param_columns=param_columns,
+    order_key=order_key,
+    init_shapes=lambda M, D: {"weight": (M,), "mean": (M, D), "var": (M, D)},
+    centre_init=centre_init,
+    default_init="kmeans++",
+    linear_logdens=True,
+)

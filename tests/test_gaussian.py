@@ -1,0 +1,395 @@
+"""The diagonal Gaussian family: both engines and both regimes against the oracle and scikit-learn.
+
+CUDA runs under the simulator unless BULKEM_TEST_REAL_GPU=1, so its inputs
+are tiny; the large regime is forced with small tiles, blocks and chunks so
+that tiny data still spans several of each.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from types import SimpleNamespace
+
+import numba
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import demo
+from reference import gauss_em, gauss_logpdf, gauss_mix_logpdf, ig_em, ig_logpdf
+
+import bulkem
+from bulkem import config, families
+from bulkem.engines import large
+from bulkem.families import gaussian
+
+
+def _rel(a, b):
+    return np.abs(np.asarray(a, float) - np.asarray(b, float)) / np.abs(np.asarray(b, float))
+
+
+def _data(n, n_dims, seed, n_comp=2):
+    """A well-separated diagonal Gaussian mixture sample of shape (n, n_dims)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0.0, 4.0, (n_comp, n_dims))
+    scales = rng.uniform(0.5, 1.5, (n_comp, n_dims))
+    labels = rng.integers(0, n_comp, n)
+    return centres[labels] + scales[labels] * rng.normal(size=(n, n_dims))
+
+
+@pytest.fixture(params=["bulk", "large"])
+def regime(request, monkeypatch, backend):
+    """Force a regime; the large one with tiles, blocks and chunks small enough for tiny data."""
+    monkeypatch.setattr(large, "use_large", lambda job, engine: request.param == "large")
+    monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 16)
+    monkeypatch.setattr(config, "LARGE_CUDA_THREADS", 64)
+    monkeypatch.setattr(config, "LARGE_CUDA_TILE", 16)
+    monkeypatch.setattr(config, "LARGE_CUDA_MAX_BLOCKS", 2)
+    monkeypatch.setattr(config, "LARGE_CUDA_REDUCE_COLS", 8)
+    monkeypatch.setattr(config, "LARGE_CUDA_REDUCE_THREADS", 32)
+    monkeypatch.setattr(config, "LARGE_CUDA_CHECK_EVERY", 2)
+    return request.param
+
+
+def _start(res, dataset, start):
+    sv = res.start_values[(res.start_values.dataset == dataset) & (res.start_values.start == start)]
+    D = res.n_dims
+    return (sv.weight.to_numpy(), sv[[f"mean_{d + 1}" for d in range(D)]].to_numpy(),
+            sv[[f"var_{d + 1}" for d in range(D)]].to_numpy())
+
+
+def test_engine_matches_oracle(backend, regime, seed):
+    data = [_data(40, 2, seed), _data(36, 2, seed + 1)]
+    kw = dict(family="gaussian", n_components=2, n_starts=2, max_iter=8, tol=1e-7, seed=seed)
+    res = bulkem.fit(data, backend=backend, **kw)
+    assert res.backend == backend and res.n_dims == 2
+    for row in res.starts.itertuples():
+        ref = gauss_em(data[row.dataset], *_start(res, row.dataset, row.start), max_iter=8,
+                       tol=1e-7)
+        assert row.status == ref["status"]
+        assert row.n_iter == ref["n_iter"]
+        assert _rel(row.loglik, ref["loglik"]) < 1e-9
+    for s in res.summary.itertuples():
+        ref = gauss_em(data[s.dataset], *_start(res, s.dataset, s.best_start), max_iter=8,
+                       tol=1e-7)
+        order = np.argsort(ref["mean"][:, 0])
+        got = res.params(s.dataset)
+        for key in ("weight", "mean", "var"):
+            assert np.all(_rel(got[key], ref[key][order]) < 1e-8), key
+
+
+def _sklearn_loglik(x, w, mean, var, k, reg_covar):
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+
+    gm = GaussianMixture(len(w), covariance_type="diag", weights_init=w, means_init=mean,
+                         precisions_init=1.0 / var, max_iter=k, tol=0.0, reg_covar=reg_covar,
+                         init_params="random_from_data", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gm.fit(x)
+    return gm.score(x) * len(x), gm
+
+
+def test_matches_sklearn_from_the_same_start(backend, regime):
+    pytest.importorskip("sklearn")
+    small = backend == "cuda"
+    x = _data(48 if small else 300, 2 if small else 3, 7, n_comp=3)
+    rng = np.random.default_rng(3)
+    w = np.array([0.2, 0.3, 0.5])
+    mean = x[rng.choice(len(x), 3, replace=False)]
+    var = np.tile(x.var(axis=0), (3, 1)) * [[0.5], [1.0], [2.0]]
+    init = {"weight": w, "mean": mean, "var": var}
+    for k in (1, 3) if small else (1, 4, 25):
+        for reg in (1e-6, 1e-2):
+            want, gm = _sklearn_loglik(x, w, mean, var, k, reg)
+            res = bulkem.fit([x], family="gaussian", n_components=3, n_starts=1, init=init,
+                             max_iter=k, tol=0.0, reg_covar=reg, backend=backend)
+            assert res.summary.n_iter[0] == k
+            assert _rel(res.summary.loglik[0], want) < 1e-8, (k, reg)
+            got = res.params(0)
+            order = np.argsort(gm.means_[:, 0])
+            assert np.all(_rel(got["mean"], gm.means_[order]) < 1e-8)
+            assert np.all(_rel(got["var"], gm.covariances_[order]) < 1e-8)
+            assert np.all(_rel(got["weight"], gm.weights_[order]) < 1e-8)
+
+
+def test_loglik_never_decreases(backend, regime, seed):
+    x = _data(50, 2, seed, n_comp=3)
+    init = {"weight": [0.3, 0.3, 0.4], "mean": x[:3], "var": np.ones((3, 2))}
+    iters = range(1, 9) if backend == "cpu" else (1, 3, 5)
+    lls = [bulkem.fit([x], family="gaussian", n_components=3, n_starts=1, init=init,
+                      max_iter=k, tol=0.0, backend=backend).summary.loglik[0] for k in iters]
+    assert np.all(np.diff(lls) >= -1e-12 * np.abs(lls[:-1]))
+    assert lls[-1] > lls[0]
+
+
+def test_float32_close_to_float64(backend, regime, seed):
+    data = [_data(40, 2, seed)]
+    kw = dict(family="gaussian", n_components=2, n_starts=2, max_iter=6, tol=0.0, seed=seed,
+              backend=backend)
+    r64 = bulkem.fit(data, **kw)
+    r32 = bulkem.fit(data, dtype="float32", **kw)
+    assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-4
+
+
+def test_large_regime_runs_the_invgauss_family_too(backend, regime, seed):
+    """The large engine is family-generic: the inverse-Gaussian family against its oracle."""
+    data = demo(1, 45, seed)
+    res = bulkem.fit(data, n_starts=2, max_iter=6, tol=1e-7, seed=seed, backend=backend)
+    for row in res.starts.itertuples():
+        sv = res.start_values[(res.start_values.dataset == row.dataset)
+                              & (res.start_values.start == row.start)]
+        ref = ig_em(data[row.dataset], sv.weight, sv.mu, sv["lambda"], max_iter=6, tol=1e-7)
+        assert (row.status, row.n_iter) == (ref["status"], ref["n_iter"])
+        assert _rel(row.loglik, ref["loglik"]) < 1e-9
+
+
+def test_collapsed_component_is_degenerate_never_a_fit(backend, regime):
+    x = _data(40, 2, 1)
+    far = {"weight": [0.5, 0.5], "mean": [x.mean(axis=0), [1e4, 1e4]], "var": np.ones((2, 2))}
+    with pytest.warns(UserWarning, match="no usable start"):
+        res = bulkem.fit([x], family="gaussian", n_components=2, n_starts=1, init=far,
+                         max_iter=5, backend=backend)
+    ref = gauss_em(x, far["weight"], far["mean"], far["var"], max_iter=5)
+    assert ref["status"] == "degenerate"
+    assert res.starts.status[0] == "degenerate"
+    assert "collapsed" in res.starts.message[0]
+    assert res.summary.status[0] == "failed" and len(res.components) == 0
+
+
+def test_component_on_one_point_without_floor_is_degenerate(backend, regime):
+    x = np.concatenate([_data(39, 2, 1, n_comp=1) * 0.1, [[20.0, 20.0]]])
+    init = {"weight": [0.5, 0.5], "mean": [[0.0, 0.0], [20.0, 20.0]],
+            "var": [[1.0, 1.0], [1e-4, 1e-4]]}
+    ref = gauss_em(x, init["weight"], init["mean"], init["var"], max_iter=5, reg_covar=0.0)
+    assert ref["status"] == "degenerate" and ref["n_iter"] == 0
+    kw = dict(family="gaussian", n_components=2, n_starts=1, init=init, max_iter=5,
+              backend=backend)
+    with pytest.warns(UserWarning, match="no usable start"):
+        res = bulkem.fit([x], reg_covar=0.0, **kw)
+    assert (res.starts.status[0], res.starts.n_iter[0]) == ("degenerate", 0)
+    assert res.summary.status[0] == "failed"
+    floored = bulkem.fit([x], reg_covar=1e-6, **kw)  # the floor keeps it a fit
+    assert floored.starts.status[0] != "degenerate"
+    assert np.isclose(floored.params(0)["var"][1], 1e-6, rtol=1e-6).all()
+
+
+def test_mstep_flags_empty_and_zero_variance_components():
+    D = 2
+    stats = np.array([5.0, 10.0, 5.0, 20.0, 5.0])  # n_k = 5: mean (2, 1), E[x^2] = (4, 1)
+    params = np.zeros(5)
+    assert gaussian.mstep(stats, params, 1, D, 5.0, 0.0) == config.DEGENERATE_COLLAPSE
+    assert gaussian.mstep(stats, params, 1, D, 5.0, 1e-6) == 0
+    assert np.allclose(params, [1.0, 2.0, 1.0, 1e-6, 1e-6])
+    assert gaussian.mstep(np.zeros(5), params, 1, D, 5.0, 1e-6) == config.DEGENERATE_COLLAPSE
+
+
+def test_input_forms_agree():
+    x0, x1 = _data(30, 3, 1), _data(35, 3, 2)
+    kw = dict(family="gaussian", n_components=2, n_starts=3, max_iter=20, seed=4, backend="cpu")
+    base = bulkem.fit([x0, x1], **kw)
+    frame = pd.concat([pd.DataFrame(x, columns=["a", "b", "c"]).assign(dataset=k)
+                       for k, x in (("p", x0), ("q", x1))])
+    forms = {
+        "dict": {"p": x0, "q": x1},
+        "frame": frame,
+        "frame cols": frame.assign(junk=0.0),
+    }
+    for name, data in forms.items():
+        extra = {"value_col": ["a", "b", "c"]} if name == "frame cols" else {}
+        res = bulkem.fit(data, **kw, **extra)
+        assert list(res.summary.dataset) == ["p", "q"], name
+        assert np.array_equal(res.starts.loglik, base.starts.loglik), name
+    stack = np.stack([x0[:30], x1[:30]])
+    res = bulkem.fit(stack, **kw)
+    assert len(res.summary) == 2
+    assert res.summary.loglik[0] == base.summary.loglik[0]
+    one = bulkem.fit(x0, **kw)
+    assert len(one.summary) == 1 and one.summary.loglik[0] == base.summary.loglik[0]
+
+
+def test_one_dimensional_data_is_d_equals_1():
+    x = _data(60, 1, 5)[:, 0]
+    res = bulkem.fit([x], family="gaussian", n_components=2, n_starts=2, max_iter=10, tol=0.0,
+                     seed=1, backend="cpu")
+    assert res.n_dims == 1
+    assert list(res.components.columns) == ["dataset", "component", "weight", "mean_1", "var_1"]
+    sv = _start(res, 0, 0)
+    ref = gauss_em(x, *sv, max_iter=10, tol=0.0)
+    assert _rel(res.starts.loglik[0], ref["loglik"]) < 1e-9
+    assert bulkem.fit([x[:, None]], family="gaussian", n_components=2, n_starts=2, max_iter=10,
+                      tol=0.0, seed=1, backend="cpu").starts.equals(res.starts)
+
+
+def test_bad_datasets_get_their_own_status(backend):
+    good = _data(30, 2, 3)
+    nan = good.copy()
+    nan[4, 1] = np.nan
+    data = {"ok": good, "nan": nan, "short": good[:5], "empty": np.empty((0, 2))}
+    with pytest.warns(UserWarning, match="3 of 4 datasets are invalid"):
+        res = bulkem.fit(data, family="gaussian", n_components=2, n_starts=1, max_iter=3,
+                         seed=1, backend=backend)
+    s = res.summary.set_index("dataset")
+    assert s.status["ok"] != "invalid_data"
+    assert s.status[["nan", "short", "empty"]].eq("invalid_data").all()
+    assert "1 of 30 observations have NaN or infinite" in s.message["nan"]
+    assert "too short: 5 values, at least 6" in s.message["short"]
+    with pytest.raises(ValueError, match="invalid dataset"):
+        bulkem.fit(data, family="gaussian", n_components=2, strict=True, backend=backend)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "words"),
+    [
+        (dict(reg_covar=-1.0), ValueError, "reg_covar must be a finite number >= 0"),
+        (dict(reg_covar=np.inf), ValueError, "reg_covar must be a finite number >= 0"),
+        (dict(init_method="kmeans"), ValueError, "unknown init_method 'kmeans'"),
+        (dict(family="invgauss", init_method="kmeans++"), ValueError,
+         "init_method='kmeans++' is not available for the 'invgauss' family"),
+        (dict(init={"weight": [1, 1], "mean": [[0, 0], [1, 1]], "var": [[1, 1], [0, 1]]}),
+         ValueError, "init['var'] must be positive"),
+        (dict(init={"weight": [1, 1], "mean": [0, 1], "var": [[1, 1], [1, 1]]}),
+         ValueError, "init['mean'] has shape (2,); expected (2, 2)"),
+        (dict(init={"weight": [1, 1], "mu": [0, 1], "lambda": [1, 1]}), ValueError,
+         "init has keys"),
+    ],
+)
+def test_bad_arguments_raise_at_once(kwargs, exc, words):
+    kw = {"family": "gaussian", "n_components": 2, "backend": "cpu", **kwargs}
+    if kw["family"] == "invgauss":
+        data = demo(1, 30, 1)
+    else:
+        data = [_data(30, 2, 1)]
+    with pytest.raises(exc, match=re.escape(words)):
+        bulkem.fit(data, **kw)
+
+
+def test_datasets_must_share_dimensions():
+    with pytest.raises(ValueError, match="dataset 1 has 3 dimensions but dataset 0 has 2"):
+        bulkem.fit([_data(30, 2, 1), _data(30, 3, 1)], family="gaussian", backend="cpu")
+
+
+def test_kmeanspp_reproducible_and_independent_of_batch_order(seed):
+    data = [_data(50 + 5 * k, 2, seed + k, n_comp=3) for k in range(4)]
+    kw = dict(family="gaussian", n_components=3, n_starts=4, max_iter=5, seed=seed,
+              backend="cpu")
+    base = bulkem.fit(data, **kw)
+    assert base.start_values.equals(bulkem.fit(data, **kw).start_values)
+    rev = bulkem.fit(data[::-1], **kw)
+    cols = [c for c in base.start_values.columns if c != "dataset"]
+    for k in range(4):
+        a = base.start_values[base.start_values.dataset == k][cols].to_numpy()
+        b = rev.start_values[rev.start_values.dataset == 3 - k][cols].to_numpy()
+        assert np.array_equal(a, b)
+    other = bulkem.fit(data, **{**kw, "seed": seed + 1})
+    assert not other.start_values.equals(base.start_values)
+    # means are observations, weights equal, the starts of a dataset differ
+    for k, x in enumerate(data):
+        sv = base.start_values[base.start_values.dataset == k]
+        means = sv[["mean_1", "mean_2"]].to_numpy()
+        assert all((x == m).all(axis=1).any() for m in means)
+        assert np.allclose(sv.weight, 1 / 3)
+        assert (sv[["var_1", "var_2"]].to_numpy() > 0).all()
+        assert len({tuple(np.sort(g.mean_1)) for _, g in sv.groupby("start")}) > 1
+    # k-means++ is the Gaussian default; subset starts are available
+    sub = bulkem.fit(data, init_method="subset", **kw)
+    assert not sub.start_values.equals(base.start_values)
+
+
+def test_kmeanspp_spreads_the_centres():
+    """Three far-apart clumps: k-means++ puts one centre in each (with high probability)."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(c, 0.1, (30, 2)) for c in (0.0, 50.0, 100.0)])
+    res = bulkem.fit([x], family="gaussian", n_components=3, n_starts=10, max_iter=1, seed=2,
+                     backend="cpu")
+    clumps = np.round(res.start_values[["mean_1"]].to_numpy() / 50).astype(int)
+    per_start = clumps.reshape(10, 3)
+    assert np.mean([len(set(s)) == 3 for s in per_start]) >= 0.8
+
+
+def test_tables_and_params_shapes():
+    x = _data(80, 3, 8, n_comp=2)
+    res = bulkem.fit({"a": x}, family="gaussian", n_components=2, n_starts=3, seed=1,
+                     backend="cpu")
+    means = [f"mean_{d}" for d in (1, 2, 3)]
+    vars_ = [f"var_{d}" for d in (1, 2, 3)]
+    assert list(res.components.columns) == ["dataset", "component", "weight", *means, *vars_]
+    assert list(res.start_values.columns) == ["dataset", "start", "component", "weight",
+                                              *means, *vars_]
+    assert np.all(np.diff(res.components.mean_1) > 0)
+    p = res.params("a")
+    assert p["weight"].shape == (2,) and p["mean"].shape == (2, 3) and p["var"].shape == (2, 3)
+    k = 2 * (1 + 2 * 3) - 1
+    s = res.summary.iloc[0]
+    assert np.isclose(s.aic, -2 * s.loglik + 2 * k)
+    again = bulkem.fit({"a": x}, family="gaussian", n_components=2, n_starts=1, init=p,
+                       max_iter=1, tol=0.0, backend="cpu")
+    assert again.summary.loglik[0] >= s.loglik - 1e-9 * abs(s.loglik)
+
+
+def test_score_samples_predict_proba_predict_against_the_oracle():
+    x = _data(120, 2, 9, n_comp=2)
+    res = bulkem.fit([x], family="gaussian", n_components=2, n_starts=3, seed=1, backend="cpu")
+    p = res.params(0)
+    pts = np.array([[0.0, 0.0], [3.0, -2.0], [-5.0, 4.0], [10.0, 10.0]])
+    want = gauss_mix_logpdf(pts, p["weight"], p["mean"], p["var"])
+    assert np.allclose(res.score_samples(0, pts), want, rtol=1e-12)
+    assert np.allclose(res.density(0, pts), np.exp(want), rtol=1e-12)
+    assert _rel(res.score_samples(0, x).sum(), res.summary.loglik[0]) < 1e-12
+    comp = np.log(p["weight"]) + gauss_logpdf(pts, p["mean"], p["var"])
+    proba = np.exp(comp - comp.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    assert np.allclose(res.predict_proba(0, pts), proba, rtol=1e-10, atol=1e-300)
+    assert np.array_equal(res.predict(0, pts), np.argmax(comp, axis=1) + 1)
+    with pytest.raises(ValueError, match=re.escape("expected (n, 2)")):
+        res.score_samples(0, [1.0, 2.0, 3.0])
+
+
+def test_score_samples_generic_over_families():
+    data = demo(1, 200, 3)
+    res = bulkem.fit(data, n_starts=3, seed=1, backend="cpu")
+    p = res.params(0)
+    pts = np.array([0.3, 1.0, 2.5, 6.0])
+    comp = np.log(p["weight"]) + ig_logpdf(pts[:, None], p["mu"][None], p["lambda"][None])
+    assert np.allclose(res.score_samples(0, pts), np.log(np.exp(comp).sum(axis=1)), rtol=1e-10)
+    assert np.allclose(res.predict_proba(0, pts).sum(axis=1), 1.0)
+    assert np.array_equal(res.predict(0, pts), np.argmax(comp, axis=1) + 1)
+
+
+def test_regime_choice(monkeypatch):
+    fam = families.get("gaussian")
+
+    def job(n_fits, n_obs, M=3, D=4, dtype=np.float32):
+        return SimpleNamespace(family=fam, n_components=M, n_dims=D, dtype=np.dtype(dtype),
+                               fit_ds=np.zeros(n_fits, np.int64),
+                               offsets=np.array([0, n_obs]))
+
+    monkeypatch.setattr(config, "LARGE_MIN_OBS", 1000)
+    monkeypatch.setattr(config, "LARGE_MAX_FITS_CUDA", 8)
+    assert large.use_large(job(1, 1000), "cuda")
+    assert not large.use_large(job(1, 999), "cuda")
+    assert large.use_large(job(8, 10**6), "cuda")
+    assert not large.use_large(job(9, 10**6), "cuda")
+    assert not large.use_large(job(1, 10**6, M=64, D=64, dtype=np.float64), "cuda")
+    threads = numba.get_num_threads()
+    assert large.use_large(job(threads - 1, 10**6), "cpu") == (threads > 1)
+    assert not large.use_large(job(threads, 10**6), "cpu")
+    assert not large.use_large(job(0, 10**6), "cpu")
+
+
+def test_large_cpu_results_do_not_depend_on_chunks_or_threads(monkeypatch, seed):
+    monkeypatch.setattr(large, "use_large", lambda job, engine: True)
+    x = [_data(200, 3, seed, n_comp=3)]
+    kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0, seed=seed,
+              backend="cpu")
+    monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 32)
+    base = bulkem.fit(x, **kw)
+    n = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        assert bulkem.fit(x, **kw).starts.equals(base.starts)
+    finally:
+        numba.set_num_threads(n)
+    monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 7)
+    assert np.max(_rel(bulkem.fit(x, **kw).starts.loglik, base.starts.loglik)) < 1e-12
