@@ -58,6 +58,7 @@ CUDA_MEMORY_FRACTION = 0.5  # share of free GPU memory the chunks in flight may 
 CUDA_MEMORY_BUDGET = None  # bytes per chunk; None: from free memory (tests set it small)
 CUDA_GROUP_BY_SIZE = True  # longest fits first within a launch, similar sizes side by side
 PROGRESS_POLL_S = 0.1  # how often a running kernel's finished fits are counted
+PROGRESS_QUERY_S = 0.002  # how often a watched kernel is asked whether it is done
 
 LOG_2PI = math.log(2.0 * math.pi)
 

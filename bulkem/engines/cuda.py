@@ -156,11 +156,15 @@ def launch(job, chunk, stream, watch=None) -> None:
         done_evt.record(stream)
         poll = cuda.stream()
         seen = np.empty(n, np.int32)
+        last = time.perf_counter()
+        # Ask often whether the kernel is done (cheap), count finished fits seldom.
         while not done_evt.query():
-            time.sleep(config.PROGRESS_POLL_S)
-            status.copy_to_host(seen, stream=poll)
-            poll.synchronize()
-            watch(int(np.count_nonzero(seen >= 0)))
+            time.sleep(config.PROGRESS_QUERY_S)
+            if time.perf_counter() - last >= config.PROGRESS_POLL_S:
+                status.copy_to_host(seen, stream=poll)
+                poll.synchronize()
+                watch(int(np.count_nonzero(seen >= 0)))
+                last = time.perf_counter()
     out = [a.copy_to_host(stream=stream) for a in (params, status, n_iter, loglik)]
     stream.synchronize()
     job.params[chunk.fits], job.status[chunk.fits], job.n_iter[chunk.fits], \
