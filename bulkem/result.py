@@ -173,7 +173,7 @@ class FitResult:
             "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
             **fam.param_columns(job.init, M, D),
         })
-        init_best = job.init.reshape(n_valid, n_starts, -1)[fitted, best[fitted]]
+        init_best = job.init.reshape(n_valid, n_starts, M * P)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
         return cls(summary, components, starts, start_values, backend, seed, fam.name, M,
                    dtype, elapsed, n_dims=D, _family=fam, _best=best_map)

@@ -122,3 +122,11 @@ def test_input_forms_agree():
     assert one.summary.loglik[0] == from_list.summary.loglik[0]
     with pytest.raises(ValueError, match="expected a 'dataset' column"):
         bulkem.fit(long.rename(columns={"dataset": "g"}), backend="cpu")
+
+
+def test_batch_of_only_invalid_datasets_returns_their_rows(backend):
+    with pytest.warns(UserWarning, match="2 of 2 datasets are invalid"):
+        res = bulkem.fit([[1, 2, np.inf, 4, 5, 6], [1, 2, -3, 4, 5, 6]], n_starts=1,
+                         backend=backend)
+    assert list(res.summary.status) == ["invalid_data", "invalid_data"]
+    assert res.components.empty and res.starts.empty and res.start_values.empty
