@@ -321,9 +321,14 @@ def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, s
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
     keys = starts.dataset_keys(packed.values, packed.offsets)
     draw = starts.kmeanspp_starts if init_method == "kmeans++" else starts.subset_starts
-    params = draw(fam, M, packed.values, packed.offsets, fit_ds, fit_start, keys, seed)
-    if user is not None:
-        params.reshape(n_valid, n_starts, -1)[:, : len(user)] = user
+    n_user = 0 if user is None else len(user)
+    params = np.empty((len(fit_ds), fam.n_params(M, n_dims)))
+    if n_user:
+        params.reshape(n_valid, n_starts, -1)[:, :n_user] = user
+    if n_user < n_starts:  # random starts only where init gives none
+        rest = fit_start >= n_user
+        params[rest] = draw(fam, M, packed.values, packed.offsets, fit_ds[rest],
+                            fit_start[rest], keys, seed)
     values = packed.values
     return Job(
         family=fam,

@@ -78,12 +78,12 @@ LARGE_MAX_FITS_CUDA = 64
 LARGE_CPU_CHUNK_OBS = 32_768
 # CUDA tiled E-step: threads per block (a multiple of WARP_SIZE), observations
 # per tile at most (halved until the block's shared arrays fit), the static
-# shared memory a block may use, blocks per multiprocessor, and a cap on blocks
-# (None: from the multiprocessor count; tests set it small).
+# shared memory a block may use, blocks per multiprocessor (None: as many as
+# can be resident at once), and a cap on blocks (None: no cap; tests set it).
 LARGE_CUDA_THREADS = 256
 LARGE_CUDA_TILE = 64
 LARGE_CUDA_SHARED_BYTES = 48 * 1024
-LARGE_CUDA_BLOCKS_PER_SM = 4
+LARGE_CUDA_BLOCKS_PER_SM = None
 LARGE_CUDA_MAX_BLOCKS = None
 # CUDA reduction of the per-block partial statistics: statistics per block and
 # threads per block (REDUCE_THREADS a multiple of REDUCE_COLS).

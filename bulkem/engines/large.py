@@ -40,6 +40,7 @@ CUDA: two launches per iteration and no host round trip.
 from __future__ import annotations
 
 import math
+import time
 
 import numba
 import numpy as np
@@ -443,6 +444,30 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
 _host_coef: dict = {}
 
 
+def _grid_blocks(estep, dtype, threads: int) -> int:
+    """E-step blocks: ``config.LARGE_CUDA_BLOCKS_PER_SM`` per multiprocessor, or
+    as many as can be resident at once (one wave; each block walks its share of
+    tiles) when that is None."""
+    if numba.config.ENABLE_CUDASIM:
+        return 2 * (config.LARGE_CUDA_BLOCKS_PER_SM or 1)
+    n_sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    if config.LARGE_CUDA_BLOCKS_PER_SM is not None:
+        return config.LARGE_CUDA_BLOCKS_PER_SM * n_sm
+    cdt = float32 if dtype == np.float32 else float64
+    try:
+        kernel = estep.compile((cdt[::1], int64, int64, int64, cdt[::1], float64[:, ::1],
+                                int64[::1]))
+        return max(1, kernel.max_cooperative_grid_blocks(threads))
+    except Exception:  # pragma: no cover - an occupancy query this numba-cuda lacks
+        return 2 * n_sm
+
+
+# Wall time of the last CUDA fit's iteration loop (launches, flag reads and
+# the device work, synchronised at both ends) and its iterations, for
+# benchmarks/bench_gaussian.py.
+last_cuda_loop = {"seconds": 0.0, "iterations": 0, "blocks": 0}
+
+
 def _run_cuda(job, progress) -> None:
     fam, M, D = job.family, job.n_components, job.n_dims
     plan = _cuda_plan(fam, M, D, job.dtype)
@@ -453,8 +478,7 @@ def _run_cuda(job, progress) -> None:
     T, NT = plan["tile"], plan["threads"]
     max_blocks = config.LARGE_CUDA_MAX_BLOCKS
     if max_blocks is None:
-        n_sm = getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)
-        max_blocks = config.LARGE_CUDA_BLOCKS_PER_SM * n_sm
+        max_blocks = _grid_blocks(estep, job.dtype, NT)
     n_red = -(-nsx // plan["reduce_cols"])
     every = max(1, config.LARGE_CUDA_CHECK_EVERY)
 
@@ -477,6 +501,8 @@ def _run_cuda(job, progress) -> None:
         est = estep[nb, NT, stream]
         red = reduce[n_red, plan["reduce_threads"], stream]
         const = float(job.const[d])
+        stream.synchronize()
+        t0 = time.perf_counter()
         for it in range(job.max_iter + 1):
             est(feat, job.stride, lo, hi, coef_g, part, istate)
             red(part, nb, istate, fstate, stats, params_g, coef_g, hi - lo, const,
@@ -486,6 +512,8 @@ def _run_cuda(job, progress) -> None:
                 stream.synchronize()
                 if istate_h[0]:
                     break
+        last_cuda_loop.update(seconds=time.perf_counter() - t0, iterations=int(istate_h[1]) + 1,
+                              blocks=nb)
         params_g.copy_to_host(job.params[f], stream=stream)
         fstate.copy_to_host(fstate_h, stream=stream)
         stream.synchronize()
