@@ -100,8 +100,9 @@ for rmd in vignettes/*.Rmd; do
     name="$(basename "$rmd" .Rmd)"
     echo "-- $rmd"
     if [ "$HAVE_PANDOC" = 1 ]; then
+        # Intermediates stay beside the .Rmd: knitr writes figure paths relative to it.
         (cd vignettes && Rscript -e "rmarkdown::render('$name.Rmd', output_dir = '$OUT',
-            intermediates_dir = tempdir(), quiet = TRUE)") >"$OUT/$name.log" 2>&1 \
+            quiet = TRUE)") >"$OUT/$name.log" 2>&1 \
             || { cat "$OUT/$name.log"; die "rendering $rmd failed."; }
         test -s "$OUT/$name.html" || die "$OUT/$name.html was not written."
     else
