@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 import time
@@ -31,10 +32,13 @@ import warnings
 
 import numpy as np
 
-import bulkem
-from bulkem import config
-from bulkem.api import resolve_backend
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")  # small grids are by design
 
+import bulkem  # noqa: E402
+from bulkem import config  # noqa: E402
+from bulkem.api import resolve_backend  # noqa: E402
+
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 PEAK_FLOPS = 60e12  # fp32, the issue's round figure for an H100/H200
 PEAK_BYTES = 3.3e12  # HBM bytes/s
 
@@ -185,6 +189,95 @@ def sweep(args):
             setattr(config, k, v)
 
 
+def _gpu_us(fn, spin, stream, reps):
+    """GPU microseconds per call of fn (queued behind a 50 ms sleep), host microseconds per call."""
+    from numba import cuda
+
+    spin(50_000_000)
+    e0, e1 = cuda.event(), cuda.event()
+    e0.record(stream)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    host = (time.perf_counter() - t0) / reps * 1e6
+    e1.record(stream)
+    e1.synchronize()
+    return e0.elapsed_time(e1) / reps * 1e3, host
+
+
+def profile(args, rows):
+    """GPU time of each large-regime kernel (CUDA events, launches queued behind a
+    sleeping kernel so that host overhead is hidden) and the host's cost per launch,
+    ordinary and with prepared arguments, for a few kernel shapes."""
+    from numba import cuda, njit
+
+    from bulkem import families
+    from bulkem.engines import large
+
+    n, m, d = args.large_n, args.large_m, args.large_d
+    x, w, means, var = mixture(n, d, m, seed=1, dtype=np.float32)
+    init = start_from(x, w, means, var, seed=2)
+    fam = families.get("gaussian")
+    params = np.concatenate([init["weight"][:, None], init["mean"], init["var"]], axis=1)
+    params = np.ascontiguousarray(params).reshape(-1)
+    feat = cuda.to_device(np.ascontiguousarray(x.T).reshape(-1))
+    coef = np.empty(fam.n_coef(m, d), np.float32)
+    njit(fam.coef)(params, m, d, coef)
+
+    @cuda.jit
+    def spin(ns):
+        t = 0
+        while t < ns:
+            if not SIMULATED:  # the simulator has no nanosleep
+                cuda.nanosleep(1000)
+            t += 1000
+
+    reps = int(os.environ.get("BENCH_PROFILE_REPS", 200))
+    print(f"\n## Kernel profile (N={n}, M={m}, D={d}, float32; GPU us per launch from CUDA "
+          f"events over {reps} queued launches; host us per launch)")
+    print("| threads | tile | blocks | E-step GPU | reduce GPU | host/launch ordinary | "
+          "host/launch prepared |")
+    print("|---|---|---|---|---|---|---|")
+    saved = (config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE)
+    stream = cuda.stream()
+    try:
+        for th, tile in args.profile_shapes:
+            config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE = th, tile
+            plan = large._cuda_plan(fam, m, d, np.dtype(np.float32))
+            estep, reduce, nsx = large._kernels(fam, m, d, np.dtype(np.float32), plan)
+            nb = min(large._grid_blocks(estep, np.float32, th), -(-n // plan["tile"]))
+            n_red = -(-nsx // plan["reduce_cols"])
+            coef_g, params_g = cuda.to_device(coef), cuda.to_device(params)
+            part = cuda.device_array((nb, nsx))
+            stats = cuda.device_array(nsx)
+            istate = cuda.to_device(np.zeros(4, np.int64))
+            fstate = cuda.to_device(np.zeros(2))
+            e_args = (feat, n, 0, n, coef_g, part, istate)
+            r_args = (part, nb, istate, fstate, stats, params_g, coef_g, n, 0.0, 10**9, 0.0,
+                      1e-4, 1e-6)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Grid size")
+                est_o, red_o = estep[nb, th, stream], reduce[n_red, plan["reduce_threads"], stream]
+                spin_o = spin[1, 1, stream]
+            est_p, red_p = large._launcher(est_o, e_args), large._launcher(red_o, r_args)
+            est_o(*e_args)
+            red_o(*r_args)
+            stream.synchronize()
+
+            g_e, h_e = _gpu_us(functools.partial(est_o, *e_args), spin_o, stream, reps)
+            g_ep, h_ep = _gpu_us(est_p, spin_o, stream, reps)
+            g_r, h_r = _gpu_us(functools.partial(red_o, *r_args), spin_o, stream, reps)
+            g_rp, h_rp = _gpu_us(red_p, spin_o, stream, reps)
+            print(f"| {th} | {plan['tile']} | {nb} | {g_ep:.1f} ({g_e:.1f}) | {g_rp:.1f} "
+                  f"({g_r:.1f}) | {h_e:.1f} / {h_r:.1f} | {h_ep:.1f} / {h_rp:.1f} |")
+            rows.append((f"large profile: threads {th}, tile {plan['tile']}",
+                         f"E-step {g_ep:.1f} us + reduce {g_rp:.1f} us (GPU)",
+                         f"host per launch {h_e:.0f}/{h_r:.0f} us ordinary, "
+                         f"{h_ep:.0f}/{h_rp:.0f} us prepared"))
+    finally:
+        config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE = saved
+
+
 def bulk_problem(args, gpu, rows, notes):
     nd, n, d, m, ns, it = (args.bulk_datasets, args.bulk_obs, args.bulk_dims, 3,
                            args.bulk_starts, args.bulk_iters)
@@ -263,6 +356,12 @@ def main() -> None:
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--skip-bulk", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="time CUDA kernel variants")
+    ap.add_argument("--profile", action="store_true",
+                    help="GPU time per kernel (CUDA events) and host cost per launch")
+    ap.add_argument("--profile-shapes", type=lambda s: [tuple(map(int, p.split("x")))
+                                                        for p in s.split(",")],
+                    default=[(256, 64), (128, 64), (64, 64), (128, 32)],
+                    help="threads x tile pairs to profile, e.g. 256x64,128x64")
     args = ap.parse_args()
 
     gpu = resolve_backend("auto") == "cuda"
@@ -281,6 +380,8 @@ def main() -> None:
         large_problem(args, gpu, rows, notes)
     if not args.skip_bulk:
         bulk_problem(args, gpu, rows, notes)
+    if gpu and args.profile:
+        profile(args, rows)
     if gpu and args.sweep:
         sweep(args)
 

@@ -92,3 +92,6 @@ LARGE_CUDA_REDUCE_THREADS = 256
 # Iterations launched between two reads of the device's done flag (iterations
 # launched after a fit has stopped return at once).
 LARGE_CUDA_CHECK_EVERY = 8
+# Marshal the per-iteration kernels' arguments once per fit instead of at every
+# launch (numba-cuda internals; the ordinary launch is used where they differ).
+LARGE_CUDA_PREPARED_LAUNCH = True

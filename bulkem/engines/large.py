@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numba
 import numpy as np
@@ -444,6 +445,46 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
 _host_coef: dict = {}
 
 
+def _launcher(configured, args):
+    """A no-argument function that launches ``configured`` (``kernel[grid, block,
+    stream]``) with the fixed ``args``.
+
+    numba-cuda types and marshals every argument again at each launch, which
+    costs tens of microseconds, about as much as one of these kernels; the
+    large regime launches the same two kernels with the same arguments every
+    iteration, so (with ``config.LARGE_CUDA_PREPARED_LAUNCH``) the marshalled
+    argument list is built once, the way ``numba.cuda``'s own launch builds
+    it, and handed to ``cuda.core.launch``.  Where this numba-cuda differs,
+    the ordinary launch is used.
+    """
+    def ordinary():
+        configured(*args)
+
+    if numba.config.ENABLE_CUDASIM or not config.LARGE_CUDA_PREPARED_LAUNCH:
+        return ordinary
+    try:
+        from cuda.core import LaunchConfig, launch
+        from numba.cuda._compat import CUDA_CORE_GE_1_0
+
+        disp = configured.dispatcher
+        kernel = disp.compile(tuple(disp.typeof_pyval(a) for a in args))
+        stream = configured.stream
+        kargs: list = []
+        for ty, val in zip(kernel.argument_types, args, strict=True):
+            kernel._prepare_args(ty, val, stream, [], kargs)
+        coop = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
+        cfg = LaunchConfig(grid=configured.griddim, block=configured.blockdim, shmem_size=0,
+                           **{coop: False})
+        cufunc = kernel._codelibrary.get_cufunc().kernel
+    except Exception:  # pragma: no cover - another numba-cuda
+        return ordinary
+
+    def prepared():
+        launch(stream, cfg, cufunc, *kargs)
+
+    return prepared
+
+
 def _grid_blocks(estep, dtype, threads: int) -> int:
     """E-step blocks: ``config.LARGE_CUDA_BLOCKS_PER_SM`` per multiprocessor, or
     as many as can be resident at once (one wave; each block walks its share of
@@ -498,15 +539,18 @@ def _run_cuda(job, progress) -> None:
         coef_g = cuda.to_device(coef, stream=stream)
         istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
         fstate = cuda.to_device(np.zeros(2, np.float64), stream=stream)
-        est = estep[nb, NT, stream]
-        red = reduce[n_red, plan["reduce_threads"], stream]
-        const = float(job.const[d])
+        with warnings.catch_warnings():  # the reduction's grid is small by design
+            warnings.filterwarnings("ignore", message="Grid size")
+            est = _launcher(estep[nb, NT, stream],
+                            (feat, job.stride, lo, hi, coef_g, part, istate))
+            red = _launcher(reduce[n_red, plan["reduce_threads"], stream],
+                            (part, nb, istate, fstate, stats, params_g, coef_g, hi - lo,
+                             float(job.const[d]), job.max_iter, job.tol, job.drop_rtol, job.reg))
         stream.synchronize()
         t0 = time.perf_counter()
         for it in range(job.max_iter + 1):
-            est(feat, job.stride, lo, hi, coef_g, part, istate)
-            red(part, nb, istate, fstate, stats, params_g, coef_g, hi - lo, const,
-                job.max_iter, job.tol, job.drop_rtol, job.reg)
+            est()
+            red()
             if (it + 1) % every == 0 or it == job.max_iter:
                 istate.copy_to_host(istate_h, stream=stream)
                 stream.synchronize()
