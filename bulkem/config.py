@@ -80,14 +80,14 @@ LARGE_CPU_CHUNK_OBS = 32_768
 # per tile at most (halved until the block's shared arrays fit), the static
 # shared memory a block may use, blocks per multiprocessor (None: as many as
 # can be resident at once), and a cap on blocks (None: no cap; tests set it).
-LARGE_CUDA_THREADS = 256
+LARGE_CUDA_THREADS = 128
 LARGE_CUDA_TILE = 64
 LARGE_CUDA_SHARED_BYTES = 48 * 1024
 LARGE_CUDA_BLOCKS_PER_SM = None
 LARGE_CUDA_MAX_BLOCKS = None
 # CUDA reduction of the per-block partial statistics: statistics per block and
 # threads per block (REDUCE_THREADS a multiple of REDUCE_COLS).
-LARGE_CUDA_REDUCE_COLS = 32
+LARGE_CUDA_REDUCE_COLS = 16
 LARGE_CUDA_REDUCE_THREADS = 256
 # Iterations launched between two reads of the device's done flag (iterations
 # launched after a fit has stopped return at once).

@@ -386,11 +386,19 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
         red = cuda.shared.array(NTR, float64)
         st = cuda.shared.array(NSX, float64)
         dec = cuda.shared.array(MP1, int64)
-        s = 0.0
+        s0 = s1 = s2 = s3 = 0.0  # four independent sums keep four loads in flight
         if col < NSX:
-            for bb in range(g, nb, RG):
-                s += part[bb, col]
-        red[tid] = s
+            bb = g
+            while bb + 3 * RG < nb:
+                s0 += part[bb, col]
+                s1 += part[bb + RG, col]
+                s2 += part[bb + 2 * RG, col]
+                s3 += part[bb + 3 * RG, col]
+                bb += 4 * RG
+            while bb < nb:
+                s0 += part[bb, col]
+                bb += RG
+        red[tid] = (s0 + s1) + (s2 + s3)
         cuda.syncthreads()
         if g == 0 and col < NSX:
             tot = 0.0
@@ -404,8 +412,10 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
         cuda.syncthreads()
         if dec[0] != cuda.gridDim.x - 1:
             return  # not the last block to finish
+        # Every block wrote its sums and fenced before counting itself in, and this
+        # block has not read them before, so plain loads see them (no stale L1 line).
         for q in range(tid, NSX, NTR):
-            st[q] = cuda.atomic.add(stats_g, q, 0.0)  # read through L2: other blocks' sums
+            st[q] = stats_g[q]
         cuda.syncthreads()
         if tid == 0:
             istate[3] = 0  # counter, for the next iteration
