@@ -38,3 +38,17 @@ def test_demo_reports_speed_and_accuracy(capsys):
                  "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "fits/s" in out and "median relative error" in out
+
+
+def test_fit_gaussian_long_table(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(0, 1, (40, 2)), rng.normal(6, 1, (40, 2))]
+    src = tmp_path / "g.csv"
+    pd.DataFrame({"dataset": "g", "x1": x[:, 0], "x2": x[:, 1]}).to_csv(src, index=False)
+    out = tmp_path / "g_fits.csv"
+    assert main(["fit", str(src), "--family", "gaussian", "--components", "2", "--starts", "2",
+                 "--out", str(out), "--backend", "cpu", "--quiet"]) == 0
+    comp = pd.read_csv(tmp_path / "g_fits.components.csv")
+    assert list(comp.columns) == ["dataset", "component", "weight", "mean_1", "mean_2", "var_1",
+                                  "var_2"]
+    assert np.allclose(sorted(comp.mean_1), [0, 6], atol=0.6)
