@@ -45,10 +45,6 @@ class Packed:
     values: np.ndarray
     offsets: np.ndarray
 
-    def dataset(self, k: int) -> np.ndarray:
-        """Values of the k-th valid dataset."""
-        return self.values[self.offsets[k] : self.offsets[k + 1]]
-
 
 def _as_float(x: Any, ident: Any, ndim: int) -> np.ndarray:
     try:

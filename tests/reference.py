@@ -14,6 +14,20 @@ from scipy import optimize, stats
 from scipy.special import logsumexp
 
 
+def _stop(trace, it, max_iter, tol):
+    """Status of an EM run whose latest E-step gave trace[-1], or None to go on."""
+    ll = trace[-1]
+    if not np.isfinite(ll):
+        return "degenerate"
+    if it > 0 and ll < trace[-2] - 1e-9 * abs(trace[-2]):
+        return "degenerate"
+    if it > 0 and abs(ll - trace[-2]) < tol:
+        return "converged"
+    if it == max_iter:
+        return "max_iter"
+    return None
+
+
 def ig_logpdf(x, mu, lam):
     """log density of IG(mu, lambda) via scipy.stats.invgauss (mean mu, shape lambda)."""
     return stats.invgauss.logpdf(x, mu / lam, scale=lam)
@@ -42,15 +56,7 @@ def ig_em(x, w, mu, lam, max_iter=100, tol=1e-6):
         lse = logsumexp(comp, axis=1)
         ll = float(lse.sum())
         trace.append(ll)
-        status = None
-        if not np.isfinite(ll):
-            status = "degenerate"
-        elif it > 0 and ll < trace[-2] - 1e-9 * abs(trace[-2]):
-            status = "degenerate"
-        elif it > 0 and abs(ll - trace[-2]) < tol:
-            status = "converged"
-        elif it == max_iter:
-            status = "max_iter"
+        status = _stop(trace, it, max_iter, tol)
         if status:
             return dict(weight=w, mu=mu, **{"lambda": lam}, loglik=ll, n_iter=it,
                         status=status, trace=trace)
@@ -152,15 +158,7 @@ def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6):
         lse = logsumexp(comp, axis=1)
         ll = float(lse.sum())
         trace.append(ll)
-        status = None
-        if not np.isfinite(ll):
-            status = "degenerate"
-        elif it > 0 and ll < trace[-2] - 1e-9 * abs(trace[-2]):
-            status = "degenerate"
-        elif it > 0 and abs(ll - trace[-2]) < tol:
-            status = "converged"
-        elif it == max_iter:
-            status = "max_iter"
+        status = _stop(trace, it, max_iter, tol)
         if status:
             return dict(weight=w, mean=mean, var=var, loglik=ll, n_iter=it, status=status,
                         trace=trace)
