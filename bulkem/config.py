@@ -27,13 +27,12 @@ DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
 # beyond it the component has collapsed onto a point in float64 terms.
 MAX_IG_SHAPE = 1e14
 
-# log-sum-exp in the E-step: terms are taken relative to component 0 unless
-# one exceeds it by more than this (exp would overflow), by compute dtype.
-LSE_SHIFT_MAX = {"float64": 700.0, "float32": 80.0}
-# Per-observation sums below LSE_PROD_SAFE are multiplied into a running
-# product, logged once it passes LSE_PROD_FLUSH (both far from overflow).
-LSE_PROD_SAFE = 1e30
-LSE_PROD_FLUSH = 1e250
+# E-step: observations a lane (CPU: a fit) takes between two flushes of its
+# per-observation sums into the float64 totals, by compute dtype.  A block's
+# log-sum-exp sums (each in [1, M]) are multiplied and logged once per block;
+# with float32 the block's statistics are also summed in float32, so a short
+# block keeps their rounding small.  Capped where M**block would overflow.
+ESTEP_BLOCK_OBS = {"float64": 256, "float32": 32}
 
 # --- random starts ---
 SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
@@ -51,7 +50,7 @@ CUDA_MAX_REGISTERS = 64  # cap on registers per thread (measured: 64 beats none 
 # --- CUDA scheduler ---
 CUDA_DEVICES = None  # GPU ids to use; None: every visible GPU
 CUDA_STREAMS_PER_DEVICE = 2  # host threads (each with its own stream) per GPU
-CUDA_CHUNKS_PER_STREAM = 2  # chunks a stream gets at least, so copies overlap kernels
+CUDA_CHUNKS_PER_STREAM = 1  # chunks a stream gets at least (measured: 1 beats 2, v5)
 CUDA_CHUNK_FITS = 1_000_000  # most fits in one launch
 CUDA_MIN_CHUNK_FITS = 16_384  # fewest fits worth a launch (about 6 waves on an H100)
 CUDA_MEMORY_FRACTION = 0.5  # share of free GPU memory the chunks in flight may take

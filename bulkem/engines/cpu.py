@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import config
-from .driver import make_em
+from .driver import EXP_CONSTS, make_em
 
 
 @njit(inline="always")
@@ -15,7 +15,7 @@ def _same(x):
 
 
 @njit(inline="always")
-def _nothing(a, n):
+def _nothing(a, lo, hi):
     pass
 
 
@@ -30,18 +30,26 @@ def _runner(family, n_components, n_dims, dtype):
     NC = family.n_coef(n_components, n_dims)
     NS = family.n_stats(n_components, n_dims)
     M = n_components
+    S = NS // M
     cdt = dtype.type
 
     @njit(parallel=True)
     def run(feat, stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-            max_iter, tol, drop_rtol, reg):
+            xc, max_iter, tol, drop_rtol, reg):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
-            coef = np.empty(NC, cdt)
-            stats = np.empty(NS, np.float64)
+            coef = np.empty(NC)
+            dcoef = np.empty(NC, cdt)
+            stats = np.empty(NS)
+            part = np.empty(NS, cdt)
+            tot = np.empty(S)
             t = np.empty(M, cdt)
-            st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], 0, 1, const[d],
-                            params[f], coef, stats, t, max_iter, tol, drop_rtol, reg)
+            dcoef64 = np.empty(NC)
+            part64 = np.empty(NS)
+            t64 = np.empty(M)
+            st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], 0, 1, const[d], params[f],
+                            coef, dcoef, stats, part, tot, t, dcoef64, part64, t64,
+                            xc, max_iter, tol, drop_rtol, reg)
             status[f] = st
             n_iter[f] = it
             loglik[f] = ll
@@ -67,5 +75,5 @@ def run_fits(job, progress) -> None:
         hi = min(n, lo + step)
         run(feat, job.stride, job.offsets, job.fit_ds[lo:hi], job.const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi],
-            job.max_iter, job.tol, job.drop_rtol, job.reg)
+            EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
         progress(hi - lo)

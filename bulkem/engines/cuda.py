@@ -29,8 +29,11 @@ if not hasattr(np, "row_stack"):
 from numba import config as numba_config  # noqa: E402
 from numba import cuda, float32, float64  # noqa: E402
 
+if not numba_config.ENABLE_CUDASIM:
+    from numba.cuda import libdevice
+
 from .. import config  # noqa: E402
-from .driver import make_em  # noqa: E402
+from .driver import EXP_CONSTS, make_em  # noqa: E402
 
 if numba_config.ENABLE_CUDASIM:
     from . import _cudasim
@@ -71,9 +74,27 @@ def _warp_sum(v):
 
 
 @_device
-def _warp_sum_vec(a, n):
-    for k in range(n):
+def _warp_sum_vec(a, lo, hi):
+    for k in range(lo, hi):
         a[k] = _warp_sum(a[k])
+
+
+_ONE32 = np.float32(1.0)
+
+
+@_device
+def _exp_neg32(a, xc):
+    return libdevice.fast_expf(-a)  # ex2.approx: one multiply and one MUFU
+
+
+@_device
+def _recip32(s):
+    return libdevice.fast_fdividef(_ONE32, s)  # rcp.approx: one MUFU
+
+
+# float32 fits use the hardware's approximate exp2 and reciprocal (relative
+# error ~1e-7, as float32 itself); the simulator has no libdevice.
+_APPROX32 = None if numba_config.ENABLE_CUDASIM else (_exp_neg32, _recip32)
 
 
 _kernels: dict = {}
@@ -84,11 +105,13 @@ def _kernel(family, n_components, n_dims, dtype):
            config.CUDA_MAX_REGISTERS)
     if key in _kernels:
         return _kernels[key]
-    em = make_em(family, n_components, n_dims, dtype.type, _device, _warp_sum, _warp_sum_vec)
+    em = make_em(family, n_components, n_dims, dtype.type, _device, _warp_sum, _warp_sum_vec,
+                 _APPROX32 if dtype == np.float32 else None)
     NP = family.n_params(n_components, n_dims)
     NC = family.n_coef(n_components, n_dims)
     NS = family.n_stats(n_components, n_dims)
     M = n_components
+    S = NS // M
     WPB = config.CUDA_WARPS_PER_BLOCK
     cdt = float32 if dtype == np.float32 else float64
     opts = ({} if config.CUDA_MAX_REGISTERS is None or numba_config.ENABLE_CUDASIM  # no such option
@@ -96,21 +119,28 @@ def _kernel(family, n_components, n_dims, dtype):
 
     @cuda.jit(**opts)
     def kernel(feat, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
-               max_iter, tol, drop_rtol, reg):
+               xc, max_iter, tol, drop_rtol, reg):
         tid = cuda.threadIdx.x
         f = cuda.blockIdx.x * WPB + tid // _WARP
         lane = tid % _WARP
         if f >= fit_ds.shape[0]:
             return  # the whole warp leaves together
         params = cuda.local.array(NP, float64)
-        coef = cuda.local.array(NC, cdt)
+        coef = cuda.local.array(NC, float64)
+        dcoef = cuda.local.array(NC, cdt)
         stats = cuda.local.array(NS, float64)
+        part = cuda.local.array(NS, cdt)
+        tot = cuda.local.array(S, float64)
         t = cuda.local.array(M, cdt)
+        dcoef64 = cuda.local.array(NC, float64)  # (float32 fits' final float64 pass)
+        part64 = cuda.local.array(NS, float64)
+        t64 = cuda.local.array(M, float64)
         for k in range(NP):
             params[k] = params_io[f, k]
         d = fit_ds[f]
-        st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], lane, _WARP, const[d],
-                        params, coef, stats, t, max_iter, tol, drop_rtol, reg)
+        st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], lane, _WARP, const[d], params,
+                        coef, dcoef, stats, part, tot, t, dcoef64, part64, t64,
+                        xc, max_iter, tol, drop_rtol, reg)
         if lane == 0:
             status[f] = st
             n_iter[f] = it
@@ -150,7 +180,7 @@ def launch(job, chunk, stream, watch=None) -> None:
     wpb = config.CUDA_WARPS_PER_BLOCK
     kernel[(n + wpb - 1) // wpb, wpb * _WARP, stream](
         feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-        job.max_iter, job.tol, job.drop_rtol, job.reg)
+        EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
     if watch is not None and not numba_config.ENABLE_CUDASIM:
         done_evt = cuda.event()
         done_evt.record(stream)

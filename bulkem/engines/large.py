@@ -49,7 +49,7 @@ from numba import float32, float64, int64, njit, prange, uint64
 
 from .. import config
 from .cuda import cuda  # numba.cuda, after the CUDA engine's numpy shim and simulator set-up
-from .driver import make_estep, make_stop
+from .driver import EXP_CONSTS, make_pass, make_stop
 
 # --- the choice of regime ---------------------------------------------------
 
@@ -100,43 +100,53 @@ def _cpu_runner(family, M, D, dtype):
     if key in _cpu_runners:
         return _cpu_runners[key]
     jit = njit(inline="always")
-    estep = make_estep(family, M, D, dtype.type, jit)
+    totals, shift, estep, complete, _ = make_pass(family, M, D, dtype.type, jit)
     stop = make_stop(jit)
     coef_f = jit(family.coef)
     mstep_f = jit(family.mstep)
     NC = family.n_coef(M, D)
     NS = family.n_stats(M, D)
+    S = NS // M
     cdt = dtype.type
 
     @njit(parallel=True)
     def run(feat, stride, lo, hi, const, params, max_iter, tol, drop_rtol, reg, chunk):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk
-        coef = np.empty(NC, cdt)
-        part = np.empty((n_chunks, NS))
+        coef = np.empty(NC)
+        dcoef = np.empty(NC, cdt)
+        part = np.zeros((n_chunks, NS))
         llp = np.empty(n_chunks)
         stats = np.empty(NS)
+        tot = np.zeros(S)
+        for c in prange(n_chunks):
+            totals(feat, stride, lo + c * chunk, min(hi, lo + (c + 1) * chunk), 1, part[c])
+        for k in range(S):
+            for c in range(n_chunks):
+                tot[k] += part[c, k]
         it = 0
         ll_prev = 0.0
         while True:
             coef_f(params, M, D, coef)
+            base = shift(coef, tot, dcoef)
             for c in prange(n_chunks):
                 a = lo + c * chunk
                 b = min(hi, a + chunk)
+                scratch = np.empty(NS, cdt)
                 t = np.empty(M, cdt)
                 row = part[c]
                 for k in range(NS):
                     row[k] = 0.0
-                llp[c] = estep(coef, feat, stride, a, b, 1, row, t)
+                llp[c] = estep(dcoef, feat, stride, a, b, 1, row, scratch, t, EXP_CONSTS)
             for k in range(NS):
                 s = 0.0
                 for c in range(n_chunks):
                     s += part[c, k]
                 stats[k] = s
-            ll = 0.0
+            complete(stats, tot)
+            ll = base + const
             for c in range(n_chunks):
                 ll += llp[c]
-            ll += const
             status = stop(ll, ll_prev, it, max_iter, tol, drop_rtol)
             if status >= 0:
                 return status, it, ll

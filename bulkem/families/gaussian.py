@@ -73,19 +73,24 @@ def coef(params, M, D, c):
 def logdens(c, m, D, feat, stride, i):
     b = (1 + 2 * D) * m
     v = c[b]
+    o = i  # feature d of observation i: feat[i + d * stride] (o keeps i's integer type)
     for d in range(D):
-        x = feat[d * stride + i]
+        x = feat[o]
         v += x * (c[b + 1 + d] + c[b + 1 + D + d] * x)
+        o += stride
     return v
 
 
 def accum(stats, m, r, D, feat, stride, i):
     b = (1 + 2 * D) * m
     stats[b] += r
+    o = i
     for d in range(D):
-        rx = r * feat[d * stride + i]
+        x = feat[o]
+        rx = r * x
         stats[b + 1 + d] += rx
-        stats[b + 1 + D + d] += rx * feat[d * stride + i]
+        stats[b + 1 + D + d] += rx * x
+        o += stride
 
 
 def mstep(stats, params, M, D, n, reg):
