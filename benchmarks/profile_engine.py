@@ -1,0 +1,104 @@
+"""Where the CUDA engine's time goes on the issue-4 batch: host phases, copies, kernel.
+
+    python benchmarks/profile_engine.py [--datasets 100] [--starts 1000]
+
+Builds the job as ``bulkem.fit`` does, then times, for float64 and float32:
+the job (starts and features), one whole-batch launch split into packing,
+host-to-device copies, the kernel alone (CUDA events) and device-to-host
+copies, the scheduler's run (chunks, streams, threads), and the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from numba import cuda
+
+import bulkem
+from bulkem import api, families
+from bulkem.data import as_datasets
+from bulkem.data import pack as pack_data
+from bulkem.engines import cuda as cuda_engine
+from bulkem.engines import scheduler
+from bulkem.result import FitResult
+
+
+def ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+def profile(data, args, dtype: str) -> None:
+    fam = families.get("invgauss")
+    bulkem.fit(data[:2], n_starts=2, max_iter=2, backend="cuda", dtype=dtype)  # compile
+    t0 = time.perf_counter()
+    packed = pack_data(as_datasets(data, 1, None, None), lambda v: fam.check(v, 2))
+    t_data = ms(t0)
+    t0 = time.perf_counter()
+    job = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(dtype), args.iters,
+                        0.0)
+    t_job = ms(t0)
+    # one launch of the whole batch, phase by phase
+    chunk = scheduler.Chunk(np.arange(len(data)), np.arange(len(job.fit_ds)), job.fit_ds.copy())
+    t0 = time.perf_counter()
+    scheduler.pack(job, chunk)
+    t_pack = ms(t0)
+    kernel = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype))
+    stream = cuda.stream()
+    t0 = time.perf_counter()
+    dev = [cuda.to_device(a, stream=stream) for a in
+           (chunk.feat, chunk.offsets, chunk.fit_ds, chunk.const, job.params[chunk.fits])]
+    n = len(chunk.fits)
+    status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)
+    n_iter = cuda.device_array(n, np.int32, stream=stream)
+    loglik = cuda.device_array(n, np.float64, stream=stream)
+    stream.synchronize()
+    t_h2d = ms(t0)
+    feat, offsets, fit_ds, const, params = dev
+    wpb = bulkem.config.CUDA_WARPS_PER_BLOCK
+    start, stop = cuda.event(), cuda.event()
+    t0 = time.perf_counter()
+    start.record(stream)
+    kernel[(n + wpb - 1) // wpb, wpb * 32, stream](
+        feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+        cuda_engine.EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
+    stop.record(stream)
+    stop.synchronize()
+    t_kernel_wall = ms(t0)
+    t_kernel = start.elapsed_time(stop)
+    t0 = time.perf_counter()
+    _ = [a.copy_to_host(stream=stream) for a in (params, status, n_iter, loglik)]
+    stream.synchronize()
+    t_d2h = ms(t0)
+    # the scheduler's whole run, then the tables
+    job2 = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(dtype), args.iters,
+                         0.0)
+    t0 = time.perf_counter()
+    scheduler.run_fits(job2, bulkem.progress.Progress(False, len(job2.fit_ds)))
+    t_sched = ms(t0)
+    t0 = time.perf_counter()
+    FitResult.assemble(fam, packed, job2, args.starts, 1, "cuda", dtype, 0.0)
+    t_tables = ms(t0)
+    fits = len(job.fit_ds)
+    print(f"{dtype}: data {t_data:.1f} ms | job (starts, features) {t_job:.1f} | one launch: "
+          f"pack {t_pack:.1f}, copies in {t_h2d:.1f}, kernel {t_kernel:.1f} "
+          f"(wall {t_kernel_wall:.1f}, {fits / t_kernel * 1e3:,.0f} fits/s), copies out "
+          f"{t_d2h:.1f} | scheduler run {t_sched:.1f} | tables {t_tables:.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=int, default=100)
+    ap.add_argument("--obs", type=int, default=2000)
+    ap.add_argument("--starts", type=int, default=1000)
+    ap.add_argument("--iters", type=int, default=100)
+    args = ap.parse_args()
+    data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
+    for dtype in ("float64", "float32"):
+        for _ in range(2):
+            profile(data, args, dtype)
+
+
+if __name__ == "__main__":
+    main()

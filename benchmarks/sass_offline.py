@@ -1,0 +1,110 @@
+"""Count the bulk kernel's instructions per loop without a GPU (Hopper SASS, offline).
+
+    python benchmarks/sass_offline.py [--family invgauss] [--components 2] [--dims 1]
+                                      [--out DIR]
+
+Numba compiles the kernel to PTX for sm_90 (needs libNVVM, not a GPU),
+``ptxas`` assembles it with the engine's register cap and ``nvdisasm`` lists
+the SASS.  Every backward branch closes a loop; the script prints each loop's
+length and opcode mix, so that a kernel change can be judged by its
+instruction count before it costs device time.  Tools are found on ``PATH``
+or through ``PTXAS`` / ``NVDISASM``; libNVVM through ``CUDA_HOME`` as Numba
+looks for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from numba import cuda, float32, float64, int32, int64, types
+from numba.cuda import dispatcher as cuda_dispatcher
+
+from bulkem import config, families
+from bulkem.engines import cuda as cuda_engine
+from bulkem.engines import driver
+
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+TARGET = re.compile(r"`?\(?\.L_x_\d+\)?|0x([0-9a-f]+)")
+
+
+class _Hopper:
+    """Stands in for the current device: Numba compiles device functions for its cc."""
+
+    compute_capability = (9, 0)
+
+
+def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
+    cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
+    kernel = cuda_engine._kernel(families.get(family), m, d, np.dtype(dtype))
+    fdt = float32 if dtype == "float32" else float64
+    sig = (fdt[::1], int64, int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
+           int32[::1], float64[::1], types.UniTuple(float64, len(driver.EXP_CONSTS)), int64,
+           float64, float64, float64)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        src.write_text(ptx)
+        cap = config.CUDA_MAX_REGISTERS
+        regs = ["-maxrregcount", str(cap)] if cap else []
+        info = subprocess.run([os.environ.get("PTXAS", "ptxas"), "-arch=sm_90", "-O3", "-v", *regs,
+                               str(src), "-o", str(cubin)], capture_output=True, text=True)
+        if info.returncode:
+            raise RuntimeError(f"ptxas failed:\n{info.stderr}")
+        info = info.stderr
+        sass = subprocess.run([os.environ.get("NVDISASM", "nvdisasm"), "-hex", "-c", str(cubin)],
+                              capture_output=True, text=True, check=True).stdout
+    usage = " ".join(line.split(":", 1)[-1].strip() for line in info.splitlines() if "Used" in line)
+    return sass, usage
+
+
+def loops(sass: str) -> list[tuple[int, int, collections.Counter]]:
+    """(start, end, opcode counts) of every loop closed by a backward branch."""
+    rows = [(int(mt.group(1), 16), mt.group(3), mt.group(4)) for mt in LINE.finditer(sass)]
+    labels = {}
+    for line in sass.splitlines():
+        lab = re.match(r"\s*(\.L_x_\d+):", line)
+        if lab:
+            nxt = LINE.search(sass, sass.index(line) + len(line))
+            if nxt:
+                labels[lab.group(1)] = int(nxt.group(1), 16)
+    found = []
+    for addr, op, rest in rows:
+        if not op.startswith("BRA"):
+            continue
+        lab = re.search(r"(\.L_x_\d+)", rest)
+        target = labels.get(lab.group(1)) if lab else None
+        if target is not None and target <= addr:
+            ops = collections.Counter(o.split(".")[0] for a, o, _ in rows if target <= a <= addr)
+            found.append((target, addr, ops))
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", default="invgauss")
+    ap.add_argument("--components", type=int, default=2)
+    ap.add_argument("--dims", type=int, default=1)
+    ap.add_argument("--out", default=None, help="write the SASS listings here")
+    args = ap.parse_args()
+    fp64 = {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX", "F2F", "I2F", "F2I", "MUFU"}
+    for dtype in ("float64", "float32"):
+        sass, usage = compile_sass(args.family, args.components, args.dims, dtype)
+        if args.out:
+            Path(args.out, f"sass_offline_{dtype}.txt").write_text(sass)
+        print(f"{dtype}: {usage}")
+        for start, end, ops in loops(sass):
+            n = sum(ops.values())
+            fp = sum(v for k, v in ops.items() if k in fp64 or k.startswith("F"))
+            top = ", ".join(f"{k} {v}" for k, v in ops.most_common(12))
+            print(f"  loop {start:#06x}-{end:#06x}: {n:4d} instr, {fp:3d} FP/MUFU/conv | {top}")
+
+
+if __name__ == "__main__":
+    main()
