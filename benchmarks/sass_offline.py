@@ -9,7 +9,14 @@ the SASS.  Every backward branch closes a loop; the script prints each loop's
 length and opcode mix, so that a kernel change can be judged by its
 instruction count before it costs device time.  Tools are found on ``PATH``
 or through ``PTXAS`` / ``NVDISASM``; libNVVM through ``CUDA_HOME`` as Numba
-looks for it.
+looks for it.  On the development machines (CUDA 13.0 toolkit, no driver)::
+
+    pip download --no-deps -d /tmp/whl nvidia-cuda-nvdisasm    # then unzip it
+    LD_LIBRARY_PATH=/usr/local/cuda-13.0/lib64 CUDA_HOME=/usr/local/cuda-13.0 \
+    NVDISASM=/tmp/nvdis/nvidia/cu13/bin/nvdisasm python benchmarks/sass_offline.py
+
+(libNVVM must match ``ptxas``: a newer libNVVM writes PTX that an older
+``ptxas`` refuses.)
 """
 
 from __future__ import annotations
