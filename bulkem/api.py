@@ -36,12 +36,15 @@ class Job:
     offsets : ndarray of shape (n_valid + 1,)
     const : ndarray of shape (n_valid,)
         Per-dataset sum of the family's shared log-density term.
-    fit_ds : ndarray of shape (n_fits,)
-        Valid-dataset index of each fit.
+    fit_ds, fit_start : ndarray of shape (n_fits,)
+        Valid-dataset index and start number of each fit.
+    start_plan : bulkem.starts.StartPlan
+        How the starting values are drawn.
     init : ndarray of shape (n_fits, n_params)
-        Starting values.
+        Starting values, written by :meth:`draw_starts`, which the engines
+        call.
     params : ndarray of shape (n_fits, n_params)
-        Starting values in; fitted values out.
+        Fitted values out.
     status, n_iter, loglik : ndarray of shape (n_fits,)
         Outputs.
     reg : float
@@ -58,6 +61,8 @@ class Job:
     offsets: np.ndarray
     const: np.ndarray
     fit_ds: np.ndarray
+    fit_start: np.ndarray
+    start_plan: starts.StartPlan
     init: np.ndarray
     params: np.ndarray
     status: np.ndarray
@@ -67,6 +72,10 @@ class Job:
     tol: float
     drop_rtol: float
     reg: float
+
+    def draw_starts(self) -> None:
+        """Write every fit's starting values into ``init`` (on every core)."""
+        self.start_plan.fill(self.fit_ds, self.fit_start, self.init)
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -288,6 +297,11 @@ def fit(
     job = _make_job(fam, packed, M, n_dims, n_starts, seed, user, np.dtype(dtype),
                     max_iter, float(tol), init_method, float(reg_covar))
     bar = Progress(progress, len(job.fit_ds))
+    early: dict = {}
+
+    def on_starts() -> None:  # while the GPU runs: this table needs the starts only
+        early["start_values"] = FitResult.start_values_table(fam, packed, job, n_starts)
+
     try:
         from .engines import large
 
@@ -298,11 +312,11 @@ def fit(
         if len(job.fit_ds) and large.use_large(job, engine):
             large.run_fits(job, bar, engine)  # one large dataset: each fit over the machine
         elif len(job.fit_ds):
-            eng.run_fits(job, bar)
+            eng.run_fits(job, bar, on_starts)
     finally:
         bar.close()
     result = FitResult.assemble(fam, packed, job, n_starts, seed, engine, dtype,
-                                time.perf_counter() - t0)
+                                time.perf_counter() - t0, early.get("start_values"))
     n_failed = int((result.summary["status"] == "failed").sum())
     if n_failed:
         warnings.warn(
@@ -319,16 +333,10 @@ def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, s
     n_valid = len(packed.valid)
     fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
-    keys = starts.dataset_keys(packed.values, packed.offsets)
-    draw = starts.kmeanspp_starts if init_method == "kmeans++" else starts.subset_starts
-    n_user = 0 if user is None else len(user)
-    params = np.empty((len(fit_ds), fam.n_params(M, n_dims)))
-    if n_user:
-        params.reshape(n_valid, n_starts, -1)[:, :n_user] = user
-    if n_user < n_starts:  # random starts only where init gives none
-        rest = fit_start >= n_user
-        params[rest] = draw(fam, M, packed.values, packed.offsets, fit_ds[rest],
-                            fit_start[rest], keys, seed)
+    plan = starts.StartPlan(fam, M, packed.values, packed.offsets,
+                            starts.dataset_keys(packed.values, packed.offsets), seed,
+                            init_method, user)
+    n_params = fam.n_params(M, n_dims)
     values = packed.values
     return Job(
         family=fam,
@@ -340,8 +348,10 @@ def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, s
         offsets=packed.offsets,
         const=_segment_sums(fam.obs_const(values), packed.offsets),
         fit_ds=fit_ds,
-        init=params.copy(),
-        params=params,
+        fit_start=fit_start,
+        start_plan=plan,
+        init=np.empty((len(fit_ds), n_params)),
+        params=np.empty((len(fit_ds), n_params)),
         status=np.zeros(len(fit_ds), np.int32),
         n_iter=np.zeros(len(fit_ds), np.int32),
         loglik=np.zeros(len(fit_ds), np.float64),

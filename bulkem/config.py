@@ -44,20 +44,29 @@ CPU_MIN_CHUNK_FITS = 256  # ... but never in parallel calls of fewer fits than t
 
 # --- CUDA engine ---
 WARP_SIZE = 32
-CUDA_WARPS_PER_BLOCK = 4  # fits per block: one warp owns one fit
+CUDA_WARPS_PER_BLOCK = 4  # warps per block
+# Lanes of a warp that share a fit (a power of 2 up to 32).  The per-iteration
+# work (M-step, reductions) costs a group the same whatever its size, so small
+# groups spend more of their time on observations, but a warp runs until its
+# slowest fit stops.  With tol=0 all fits run max_iter iterations (measured on
+# an H200, issue-4 batch: 8 lanes 1.04x (f64) and 1.20x (f32) faster than 32);
+# with tol=1e-6 they stop apart (8 lanes 0.64x, 16 lanes 0.83x of 32).
+CUDA_LANES_PER_FIT = 32  # tol > 0
+CUDA_LANES_PER_FIT_TOL0 = 8  # tol = 0
 CUDA_MAX_REGISTERS = 64  # cap on registers per thread (measured: 64 beats none and 80 on an H200)
 
 # --- CUDA scheduler ---
 CUDA_DEVICES = None  # GPU ids to use; None: every visible GPU
-CUDA_STREAMS_PER_DEVICE = 2  # host threads (each with its own stream) per GPU
-CUDA_CHUNKS_PER_STREAM = 1  # chunks a stream gets at least (measured: 1 beats 2, v5)
+CUDA_STREAMS_PER_DEVICE = 2  # host threads per GPU
+CUDA_CHUNKS_IN_FLIGHT = 2  # chunks a host thread keeps launched (one stream each)
+CUDA_CHUNKS_PER_STREAM = 2  # chunks a host thread gets at least (v6: 2 best; 4, 8 worse)
 CUDA_CHUNK_FITS = 1_000_000  # most fits in one launch
 CUDA_MIN_CHUNK_FITS = 16_384  # fewest fits worth a launch (about 6 waves on an H100)
 CUDA_MEMORY_FRACTION = 0.5  # share of free GPU memory the chunks in flight may take
 CUDA_MEMORY_BUDGET = None  # bytes per chunk; None: from free memory (tests set it small)
 CUDA_GROUP_BY_SIZE = True  # longest fits first within a launch, similar sizes side by side
 PROGRESS_POLL_S = 0.1  # how often a running kernel's finished fits are counted
-PROGRESS_QUERY_S = 0.002  # how often a watched kernel is asked whether it is done
+CUDA_WAIT_POLL_S = 0.0005  # how often a running chunk is asked whether it is done
 
 LOG_2PI = math.log(2.0 * math.pi)
 

@@ -100,9 +100,27 @@ class FitResult:
     _family: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
 
+    @staticmethod
+    def start_values_table(fam, packed, job, n_starts) -> pd.DataFrame:
+        """The ``start_values`` table: needs the job's starts only, not its fits."""
+        M, D = job.n_components, job.n_dims
+        n_valid = len(packed.valid)
+        vids = pd.Series(packed.ids).iloc[packed.valid].to_numpy()
+        return pd.DataFrame({
+            "dataset": np.repeat(vids, n_starts * M),
+            "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
+            "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
+            **fam.param_columns(job.init, M, D),
+        })
+
     @classmethod
-    def assemble(cls, fam, packed, job, n_starts, seed, backend, dtype, elapsed) -> FitResult:
-        """Build the tables from a finished :class:`bulkem.api.Job`."""
+    def assemble(cls, fam, packed, job, n_starts, seed, backend, dtype, elapsed,
+                 start_values: pd.DataFrame | None = None) -> FitResult:
+        """Build the tables from a finished :class:`bulkem.api.Job`.
+
+        ``start_values``, if given, is :meth:`start_values_table`, built
+        earlier (the GPU engine builds it while the fits run).
+        """
         M, D = job.n_components, job.n_dims
         n_all, n_valid = len(packed.ids), len(packed.valid)
         ids = pd.Series(packed.ids)
@@ -167,12 +185,8 @@ class FitResult:
             "n_iter": job.n_iter.astype(np.int64),
             "message": _categorical(STATUS_MESSAGES, scode),
         })
-        start_values = pd.DataFrame({
-            "dataset": np.repeat(vids, n_starts * M),
-            "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
-            "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
-            **fam.param_columns(job.init, M, D),
-        })
+        if start_values is None:
+            start_values = cls.start_values_table(fam, packed, job, n_starts)
         init_best = job.init.reshape(n_valid, n_starts, M * P)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
         return cls(summary, components, starts, start_values, backend, seed, fam.name, M,

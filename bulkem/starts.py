@@ -9,6 +9,8 @@ values, not of its position in the batch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit, prange
 
@@ -89,6 +91,12 @@ def draw_distinct(n, k, seed, key, start, counter, idx, row):
     return counter
 
 
+def _compiled(cache: dict, make, init_fn, name: str):
+    if name not in cache:
+        cache[name] = njit(parallel=True)(make(init_fn))
+    return cache[name]
+
+
 _subset_cache: dict = {}
 
 
@@ -116,9 +124,7 @@ def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start,
     -------
     ndarray of shape (n_fits, n_params), float64
     """
-    kernel = _subset_cache.get(family.name)
-    if kernel is None:
-        kernel = _subset_cache[family.name] = _make_subset_kernel(family.subset_init)
+    kernel = _compiled(_subset_cache, _make_subset_kernel, family.subset_init, family.name)
     n_dims = 1 if values.ndim == 1 else values.shape[1]
     out = np.empty((len(fit_ds), family.n_params(n_components, n_dims)))
     kernel(values, offsets, fit_ds, fit_start, keys, seed_key(seed),
@@ -127,7 +133,6 @@ def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start,
 
 
 def _make_subset_kernel(init_fn):
-    @njit(parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, k, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -217,9 +222,7 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
             f"init_method='kmeans++' is not available for the {family.name!r} family; "
             "use init_method='subset'."
         )
-    kernel = _centre_cache.get(family.name)
-    if kernel is None:
-        kernel = _centre_cache[family.name] = _make_centre_kernel(family.centre_init)
+    kernel = _compiled(_centre_cache, _make_centre_kernel, family.centre_init, family.name)
     x = values if values.ndim == 2 else values[:, None]
     out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
     kernel(x, offsets, fit_ds, fit_start, keys, seed_key(seed), n_components, out)
@@ -227,7 +230,6 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
 
 
 def _make_centre_kernel(init_fn):
-    @njit(parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -237,3 +239,55 @@ def _make_centre_kernel(init_fn):
             init_fn(x, centres, out[f])
 
     return kernel
+
+
+@dataclass
+class StartPlan:
+    """What a batch's starting values depend on; the engines draw them.
+
+    Attributes
+    ----------
+    family : Family
+    n_components : int
+    values, offsets : the packed valid datasets
+    keys : ndarray of shape (n_valid,), uint64
+        From :func:`dataset_keys`.
+    seed : int
+    method : {"subset", "kmeans++"}
+    user : ndarray of shape (n_user, n_params) or None
+        The user's starts, which come first in every dataset.
+    """
+
+    family: object
+    n_components: int
+    values: np.ndarray
+    offsets: np.ndarray
+    keys: np.ndarray
+    seed: int
+    method: str
+    user: np.ndarray | None
+
+    def fill(self, fit_ds: np.ndarray, fit_start: np.ndarray, out: np.ndarray) -> None:
+        """Write the starting values of fits (dataset, start number) into ``out``.
+
+        Parameters
+        ----------
+        fit_ds, fit_start : ndarray of shape (n,)
+            Valid-dataset index and start number of each fit.
+        out : ndarray of shape (n, n_params)
+        """
+        n_user = 0 if self.user is None else len(self.user)
+        if n_user:
+            mine = fit_start < n_user
+            out[mine] = self.user[fit_start[mine]]
+            rest = ~mine
+            if not rest.any():
+                return
+            fit_ds, fit_start = fit_ds[rest], fit_start[rest]
+        draw = kmeanspp_starts if self.method == "kmeans++" else subset_starts
+        values = draw(self.family, self.n_components, self.values, self.offsets, fit_ds,
+                      fit_start, self.keys, self.seed)
+        if n_user:
+            out[rest] = values
+        else:
+            out[:] = values

@@ -73,6 +73,23 @@ def test_cpu_and_cuda_agree(monkeypatch, seed):
     assert np.array_equal(cpu.start_values.to_numpy(), gpu.start_values.to_numpy())
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("lanes", [8, 1])
+def test_cuda_fits_sharing_a_warp_match_the_oracle(monkeypatch, seed, lanes):
+    """Several fits per warp, stopping at different iterations, each as the oracle says."""
+    monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 1)
+    monkeypatch.setattr(config, "CUDA_LANES_PER_FIT", lanes)
+    data = demo(2, 30, seed)
+    res = bulkem.fit(data, n_starts=3, max_iter=40, tol=1e-3, seed=seed, backend="cuda")
+    for row in res.starts.itertuples():
+        sv = res.start_values[(res.start_values.dataset == row.dataset)
+                              & (res.start_values.start == row.start)]
+        ref = ig_em(data[row.dataset], sv.weight, sv.mu, sv["lambda"], max_iter=40, tol=1e-3)
+        assert (row.status, row.n_iter) == (ref["status"], ref["n_iter"])
+        assert _rel(row.loglik, ref["loglik"]) < 1e-9
+    assert res.starts.n_iter.nunique() > 1  # the warp's fits did part ways
+
+
 def _by_content(res, data):
     """Map each dataset's first value to its best loglik and its starts' logliks."""
     out = {}

@@ -11,15 +11,16 @@ from bulkem import config
 from bulkem.engines import scheduler
 
 
-def _job(sizes, n_starts=3):
+def _job(sizes, n_starts=3, family="invgauss", method="subset"):
     data = [np.abs(np.random.default_rng(k).normal(2, 0.5, n)) + 0.1 for k, n in enumerate(sizes)]
     from bulkem import families
     from bulkem.api import _make_job
     from bulkem.data import as_datasets, pack
 
-    fam = families.get("invgauss")
-    packed = pack(as_datasets(data), lambda v: fam.check(v, 2))
-    return _make_job(fam, packed, 2, 1, n_starts, 1, None, np.dtype("float64"), 10, 0.0)
+    fam = families.get(family)
+    packed = pack(as_datasets(data, fam.ndim), lambda v: fam.check(v, 2))
+    return _make_job(fam, packed, 2, 1, n_starts, 1, None, np.dtype("float64"), 10, 0.0,
+                     method)
 
 
 def test_plan_covers_every_fit_once_within_budget():
@@ -37,6 +38,20 @@ def test_plan_covers_every_fit_once_within_budget():
         assert data_bytes + len(c.fits) * (6 * 8 + 32) <= budget
     with pytest.raises(ValueError, match="fit it with backend='cpu'"):
         scheduler.plan_chunks(job, order, 1000, max_fits=5)
+
+
+@pytest.mark.parametrize(("family", "method"), [("invgauss", "subset"), ("gaussian", "kmeans++")])
+def test_starts_drawn_by_chunk_equal_starts_drawn_at_once(family, method):
+    job = _job([50, 400, 120], n_starts=5, family=family, method=method)
+    job.start_plan.user = np.array([[0.5, 1.0, 2.0, 0.5, 3.0, 4.0]])  # start 0 of each dataset
+    job.draw_starts()
+    whole = job.init.copy()
+    assert np.array_equal(whole[::5], np.repeat(job.start_plan.user, 3, axis=0))
+    rows = np.random.default_rng(0).permutation(len(job.fit_ds))
+    for piece in np.array_split(rows, 4):  # in pieces, in any order: the same starts
+        out = np.full((len(piece), whole.shape[1]), np.nan)
+        job.start_plan.fill(job.fit_ds[piece], job.fit_start[piece], out)
+        assert np.array_equal(out, whole[piece])
 
 
 def test_balance_splits_cost_evenly():
@@ -60,3 +75,4 @@ def test_small_memory_budget_runs_in_pieces_with_same_results(monkeypatch):
     assert len(calls) >= 4 and calls[-1] == 8  # at most two fits fit a chunk
     assert pieces.starts.equals(whole.starts)
     assert pieces.components.equals(whole.components)
+    assert pieces.start_values.equals(whole.start_values)

@@ -3,8 +3,9 @@
 numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs each CUDA thread as
 a Python thread but implements no ``shfl_*_sync``.  The kernels reduce with
 ``cuda.shfl_xor_sync``, so under the simulator we add it to the fake
-``cuda`` module: the 32 threads of a warp meet at a barrier, publish their
-values, read their partner's, and meet again before the slots are reused.
+``cuda`` module: the threads of a warp named in the mask meet at a barrier,
+publish their values, read their partner's, and meet again before the slots
+are reused.
 The simulator runs one block at a time, so a warp is named by its index in
 the block.  Used by tests only; on hardware the real instruction runs.
 
@@ -32,17 +33,19 @@ _lock = threading.Lock()
 _warps: dict = {}
 
 
-def _warp_slot(warp: int):
+def _warp_slot(warp: int, mask: int):
     with _lock:
-        slot = _warps.get(warp)
+        slot = _warps.get((warp, mask))
         if slot is None:
-            slot = _warps[warp] = (threading.Barrier(_WARP, timeout=_TIMEOUT_S), [None] * _WARP)
+            parties = bin(mask).count("1")
+            slot = _warps[warp, mask] = (threading.Barrier(parties, timeout=_TIMEOUT_S),
+                                         [None] * _WARP)
         return slot
 
 
 def _shfl_xor_sync(self, mask, value, lane_mask):
     tid = threading.current_thread().thread_id
-    barrier, values = _warp_slot(tid // _WARP)
+    barrier, values = _warp_slot(tid // _WARP, int(mask) & 0xFFFFFFFF)
     lane = tid % _WARP
     values[lane] = value
     barrier.wait()

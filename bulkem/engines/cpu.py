@@ -58,13 +58,18 @@ def _runner(family, n_components, n_dims, dtype):
     return run
 
 
-def run_fits(job, progress) -> None:
+def run_fits(job, progress, on_starts=None) -> None:
     """Run every fit of a :class:`bulkem.api.Job` on the CPU, in place.
 
+    The starts are drawn first (``on_starts()``, if given, is called then).
     Fits are done in chunks (smaller while progress is shown); each fit
     depends on nothing but its own inputs, so the chunking does not change any
     result.
     """
+    job.draw_starts()
+    job.params[:] = job.init
+    if on_starts is not None:
+        on_starts()
     run = _runner(job.family, job.n_components, job.n_dims, job.dtype)
     feat = job.feat.astype(job.dtype, copy=False)
     n = len(job.fit_ds)

@@ -1,12 +1,15 @@
 """CUDA engine: the whole EM loop of every fit runs inside one kernel launch.
 
-One warp owns one (dataset, start) fit; ``config.CUDA_WARPS_PER_BLOCK`` fits
-share a block.  Each lane takes every 32nd observation of its dataset, so a
-warp reads neighbouring addresses; after the fused pass the lanes sum their
-sufficient statistics and log-likelihood with butterfly shuffles, which
-leaves the same total in every lane, and every lane runs the (cheap) M-step
-itself.  No shared memory, no block barriers, no host round trip per
-iteration: each fit checks its own convergence on the device.
+G lanes of a warp (an aligned group; :func:`lanes_per_fit`) own one
+(dataset, start) fit; a block has ``config.CUDA_WARPS_PER_BLOCK`` warps.
+Each lane takes every G-th observation of its dataset, so a group reads
+neighbouring addresses; after the fused pass the lanes sum their sufficient
+statistics and log-likelihood with butterfly shuffles, which leaves the same
+total in every lane, and every lane runs the M-step itself.  The M-step and
+the per-iteration bookkeeping cost a group the same whatever G, so smaller
+groups spend a larger share of their time on observations.  No shared
+memory, no block barriers, no host round trip per iteration: each fit checks
+its own convergence on the device.
 
 Importing this module never fails for lack of a GPU; :func:`available`
 says whether one can be used and, if not, why.
@@ -15,6 +18,7 @@ says whether one can be used and, if not, why.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,19 +68,38 @@ def _device(fn):
     return cuda.jit(device=True, **_INLINE)(fn)
 
 
-@_device
-def _warp_sum(v):
-    off = _WARP // 2
-    while off > 0:
-        v += cuda.shfl_xor_sync(_FULL_MASK, v, off)
-        off //= 2
-    return v
+def _group_sums(lanes: int):
+    """Sums over the ``lanes`` lanes that share a fit (aligned groups of a warp).
 
+    Butterfly shuffles leave the total in every lane of the group; the mask
+    names the group only, so a fit may finish while its warp neighbours go on.
+    """
+    group = _FULL_MASK >> (_WARP - lanes)
 
-@_device
-def _warp_sum_vec(a, lo, hi):
-    for k in range(lo, hi):
-        a[k] = _warp_sum(a[k])
+    if lanes == _WARP:
+        @_device
+        def group_sum(v):
+            off = _WARP // 2
+            while off > 0:
+                v += cuda.shfl_xor_sync(_FULL_MASK, v, off)
+                off //= 2
+            return v
+    else:
+        @_device
+        def group_sum(v):
+            mask = group << (cuda.threadIdx.x % _WARP // lanes * lanes)
+            off = lanes // 2
+            while off > 0:
+                v += cuda.shfl_xor_sync(mask, v, off)
+                off //= 2
+            return v
+
+    @_device
+    def group_sum_vec(a, lo, hi):
+        for k in range(lo, hi):
+            a[k] = group_sum(a[k])
+
+    return group_sum, group_sum_vec
 
 
 _ONE32 = np.float32(1.0)
@@ -100,19 +123,36 @@ _APPROX32 = None if numba_config.ENABLE_CUDASIM else (_exp_neg32, _recip32)
 _kernels: dict = {}
 
 
-def _kernel(family, n_components, n_dims, dtype):
+def lanes_per_fit(tol: float) -> int:
+    """Lanes that share a fit: fewer when every fit runs ``max_iter`` iterations (``tol=0``).
+
+    The fits of a warp then finish together, so packing several into a warp
+    costs no idle lanes; with ``tol > 0`` a warp would wait for its slowest fit.
+    """
+    return config.CUDA_LANES_PER_FIT_TOL0 if tol == 0 else config.CUDA_LANES_PER_FIT
+
+
+def _fits_per_block(lanes: int) -> int:
+    return config.CUDA_WARPS_PER_BLOCK * _WARP // lanes
+
+
+def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
+    G = lanes
     key = (family.name, n_components, n_dims, np.dtype(dtype).name, config.CUDA_WARPS_PER_BLOCK,
-           config.CUDA_MAX_REGISTERS)
+           config.CUDA_MAX_REGISTERS, G, config.ESTEP_BLOCK_OBS[np.dtype(dtype).name])
     if key in _kernels:
         return _kernels[key]
-    em = make_em(family, n_components, n_dims, dtype.type, _device, _warp_sum, _warp_sum_vec,
+    if G not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"{G} lanes per fit (config.CUDA_LANES_PER_FIT*); expected a power "
+                         "of 2 up to 32.")
+    em = make_em(family, n_components, n_dims, dtype.type, _device, *_group_sums(G),
                  _APPROX32 if dtype == np.float32 else None)
     NP = family.n_params(n_components, n_dims)
     NC = family.n_coef(n_components, n_dims)
     NS = family.n_stats(n_components, n_dims)
     M = n_components
     S = NS // M
-    WPB = config.CUDA_WARPS_PER_BLOCK
+    FPB = config.CUDA_WARPS_PER_BLOCK * _WARP // G  # fits per block
     cdt = float32 if dtype == np.float32 else float64
     opts = ({} if config.CUDA_MAX_REGISTERS is None or numba_config.ENABLE_CUDASIM  # no such option
             else {"max_registers": config.CUDA_MAX_REGISTERS})
@@ -121,10 +161,10 @@ def _kernel(family, n_components, n_dims, dtype):
     def kernel(feat, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
                xc, max_iter, tol, drop_rtol, reg):
         tid = cuda.threadIdx.x
-        f = cuda.blockIdx.x * WPB + tid // _WARP
-        lane = tid % _WARP
+        f = cuda.blockIdx.x * FPB + tid // G
+        lane = tid % G
         if f >= fit_ds.shape[0]:
-            return  # the whole warp leaves together
+            return  # the fit's lanes leave together
         params = cuda.local.array(NP, float64)
         coef = cuda.local.array(NC, float64)
         dcoef = cuda.local.array(NC, cdt)
@@ -138,7 +178,7 @@ def _kernel(family, n_components, n_dims, dtype):
         for k in range(NP):
             params[k] = params_io[f, k]
         d = fit_ds[f]
-        st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], lane, _WARP, const[d], params,
+        st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], lane, G, const[d], params,
                         coef, dcoef, stats, part, tot, t, dcoef64, part64, t64,
                         xc, max_iter, tol, drop_rtol, reg)
         if lane == 0:
@@ -152,57 +192,90 @@ def _kernel(family, n_components, n_dims, dtype):
     return kernel
 
 
-def launch(job, chunk, stream, watch=None) -> None:
-    """Copy one chunk to the current GPU, run its fits, copy the results back.
+class Running(NamedTuple):
+    """A chunk whose fits were launched: its stream, device arrays and done event."""
+
+    chunk: object
+    stream: object
+    done: object  # event recorded after the kernel (None under the simulator)
+    inputs: tuple  # device copies of the inputs, kept alive until the kernel is done
+    params: object
+    status: object
+    n_iter: object
+    loglik: object
+
+
+def launch(job, chunk, stream) -> Running:
+    """Copy one chunk to the current GPU and start its fits; return without waiting.
 
     Parameters
     ----------
     job : bulkem.api.Job
-        Results are written into its arrays at the chunk's fit rows.
+        The chunk's starting values are read from ``job.init``.
     chunk : bulkem.engines.scheduler.Chunk
         The chunk's datasets, packed on the host.
     stream : numba.cuda.cudadrv.driver.Stream
-    watch : callable, optional
-        ``watch(done)`` is called every ``config.PROGRESS_POLL_S`` while the
-        kernel runs with the number of the chunk's fits finished so far, read
-        through a second stream; the kernel itself is untouched.
+
+    Returns
+    -------
+    Running
+        Pass it to :func:`finish`.
     """
-    kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype)
-    feat = cuda.to_device(chunk.feat, stream=stream)
-    offsets = cuda.to_device(chunk.offsets, stream=stream)
-    const = cuda.to_device(chunk.const, stream=stream)
-    fit_ds = cuda.to_device(chunk.fit_ds, stream=stream)
-    params = cuda.to_device(job.params[chunk.fits], stream=stream)
+    lanes = lanes_per_fit(job.tol)
+    kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype, lanes)
+    inputs = tuple(cuda.to_device(a, stream=stream)
+                   for a in (chunk.feat, chunk.offsets, chunk.const, chunk.fit_ds))
+    feat, offsets, const, fit_ds = inputs
+    params = cuda.to_device(job.init[chunk.fits], stream=stream)
     n = len(chunk.fits)
     status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)  # -1: not finished
     n_iter = cuda.device_array(n, np.int32, stream=stream)
     loglik = cuda.device_array(n, np.float64, stream=stream)
-    wpb = config.CUDA_WARPS_PER_BLOCK
-    kernel[(n + wpb - 1) // wpb, wpb * _WARP, stream](
+    fpb = _fits_per_block(lanes)
+    kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
         feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
-    if watch is not None and not numba_config.ENABLE_CUDASIM:
-        done_evt = cuda.event()
-        done_evt.record(stream)
-        poll = cuda.stream()
-        seen = np.empty(n, np.int32)
+    done = None
+    if not numba_config.ENABLE_CUDASIM:
+        done = cuda.event()
+        done.record(stream)
+    return Running(chunk, stream, done, inputs, params, status, n_iter, loglik)
+
+
+def finish(job, run: Running, watch=None) -> None:
+    """Wait for a launched chunk and copy its results into the job.
+
+    ``watch(done)``, if given, is called every ``config.PROGRESS_POLL_S``
+    while the kernel runs with the number of the chunk's fits finished so
+    far, read through a second stream; the kernel itself is untouched.
+    """
+    if run.done is not None:
+        # Wait by asking, not by a blocking call: the driver's blocking waits
+        # keep the GIL (measured: one thread's wait held the others' launches
+        # back for tens of ms).  Finished fits are counted seldom.
+        poll = cuda.stream() if watch is not None else None
+        seen = np.empty(len(run.chunk.fits), np.int32)
         last = time.perf_counter()
-        # Ask often whether the kernel is done (cheap), count finished fits seldom.
-        while not done_evt.query():
-            time.sleep(config.PROGRESS_QUERY_S)
-            if time.perf_counter() - last >= config.PROGRESS_POLL_S:
-                status.copy_to_host(seen, stream=poll)
+        while not run.done.query():
+            time.sleep(config.CUDA_WAIT_POLL_S)
+            if poll is not None and time.perf_counter() - last >= config.PROGRESS_POLL_S:
+                run.status.copy_to_host(seen, stream=poll)
                 poll.synchronize()
                 watch(int(np.count_nonzero(seen >= 0)))
                 last = time.perf_counter()
-    out = [a.copy_to_host(stream=stream) for a in (params, status, n_iter, loglik)]
-    stream.synchronize()
-    job.params[chunk.fits], job.status[chunk.fits], job.n_iter[chunk.fits], \
-        job.loglik[chunk.fits] = out
+    out = [a.copy_to_host(stream=run.stream) for a in (run.params, run.status, run.n_iter,
+                                                       run.loglik)]
+    run.stream.synchronize()
+    fits = run.chunk.fits
+    job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = out
 
 
-def run_fits(job, progress) -> None:
-    """Run every fit of a :class:`bulkem.api.Job` on the GPUs, in place."""
+def run_fits(job, progress, on_starts=None) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` on the GPUs, in place.
+
+    ``on_starts()``, if given, runs in the calling thread once every start is
+    drawn, while the GPUs still work.
+    """
     from . import scheduler
 
-    scheduler.run_fits(job, progress)
+    scheduler.run_fits(job, progress, on_starts)

@@ -82,8 +82,15 @@ def use_large(job, engine: str) -> bool:
     return n_fits < numba.get_num_threads()
 
 
-def run_fits(job, progress, engine: str) -> None:
-    """Run every fit of a :class:`bulkem.api.Job` in the large regime, in place."""
+def run_fits(job, progress, engine: str, on_starts=None) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` in the large regime, in place.
+
+    ``on_starts()``, if given, is called once every start is drawn.
+    """
+    job.draw_starts()
+    job.params[:] = job.init
+    if on_starts is not None:
+        on_starts()
     if engine == "cuda":
         _run_cuda(job, progress)
     else:

@@ -1,4 +1,4 @@
-"""Feeding the GPUs: chunks sized by free memory, one host thread per stream, all devices.
+"""Feeding the GPUs: chunks sized by free memory, host threads with streams, all devices.
 
 The valid datasets are split over the GPUs by cost (observations x starts,
 greedy longest-first), each GPU's share is dealt the same way into chunks of
@@ -6,11 +6,14 @@ equal cost (so that no stream is left with all the long fits), and chunks are
 cut further where their data and fit arrays would not fit a share of the
 device's free memory.  Within a chunk, datasets run largest first (long fits
 start early; neighbouring fits in a block cost about the same).
-Each GPU gets ``config.CUDA_STREAMS_PER_DEVICE`` host threads; each owns a
-stream and takes chunks from its device's queue, packing the next chunk on
-the host while the GPU runs the previous one.  A fit depends only on its own
-inputs, so the results are the same whatever the chunking, the number of
-threads or the number of GPUs.
+The starts are drawn first, on every core.  Each GPU gets
+``config.CUDA_STREAMS_PER_DEVICE`` host threads; each takes chunks from its
+device's queue, packs them, and keeps ``config.CUDA_CHUNKS_IN_FLIGHT``
+launched at once on streams of its own: the next chunk is packed and copied
+while the GPU runs the previous one.  Meanwhile the calling thread builds
+the tables that need the starts only.
+A fit depends only on its own inputs, so the results are the same whatever
+the chunking, the number of threads or the number of GPUs.
 """
 
 from __future__ import annotations
@@ -151,8 +154,12 @@ def _budget(n_streams: int) -> int:
     return int(free * config.CUDA_MEMORY_FRACTION / n_streams)
 
 
-def run_fits(job, progress) -> None:
-    """Run every fit of a job on all GPUs, in place."""
+def run_fits(job, progress, on_starts=None) -> None:
+    """Run every fit of a job on all GPUs, in place.
+
+    The starts are drawn first, on every core.  ``on_starts()``, if given,
+    then runs in the calling thread while the GPUs work.
+    """
     simulated = cuda_engine.numba_config.ENABLE_CUDASIM
     devices = [0] if simulated else _devices()
     # The simulator cannot run two kernels at once: one stream, in this thread.
@@ -172,7 +179,7 @@ def run_fits(job, progress) -> None:
             math.ceil(n_fits / config.CUDA_CHUNK_FITS),
             min(n_streams * config.CUDA_CHUNKS_PER_STREAM, n_fits // config.CUDA_MIN_CHUNK_FITS),
         ))
-        budget = _budget(n_streams)
+        budget = _budget(n_streams * config.CUDA_CHUNKS_IN_FLIGHT)
         return [c for group in balance(cost, part, max(n_chunks, 1))
                 for c in plan_chunks(job, group, budget, config.CUDA_CHUNK_FITS)]
 
@@ -183,29 +190,40 @@ def run_fits(job, progress) -> None:
         with lock:
             progress(n)
 
+    def finish(run) -> None:
+        told = [0]
+
+        def watch(done: int) -> None:
+            if done > told[0]:
+                report(done - told[0])
+                told[0] = done
+
+        cuda_engine.finish(job, run, watch if watching else None)
+        report(len(run.chunk.fits) - told[0])
+
     def worker(dev: int, work: queue.Queue) -> None:
+        # Pack a chunk and launch it, then wait for the previous one: the host
+        # prepares the next chunk while the GPU runs this one.
         try:
             with cuda.gpus[dev]:
-                stream = cuda.stream()
-                while not errors:
-                    try:
-                        chunk = work.get_nowait()
-                    except queue.Empty:
+                streams = [cuda.stream() for _ in range(config.CUDA_CHUNKS_IN_FLIGHT)]
+                running = None
+                while True:
+                    started = None
+                    chunk = None if errors else _next(work)
+                    if chunk is not None:
+                        streams.append(streams.pop(0))  # the next stream in turn
+                        started = cuda_engine.launch(job, pack(job, chunk), streams[0])
+                    if running is not None:
+                        finish(running)
+                    if started is None:
                         return
-                    told = [0]
-
-                    def watch(done: int, told=told) -> None:
-                        if done > told[0]:
-                            report(done - told[0])
-                            told[0] = done
-
-                    cuda_engine.launch(job, pack(job, chunk), stream,
-                                       watch if watching else None)
-                    report(len(chunk.fits) - told[0])
+                    running = started
         except BaseException as err:  # re-raised in the calling thread
             errors.append(err)
 
     threads = []
+    queues = []
     for dev, part in zip(devices, parts, strict=True):
         if not len(part):
             continue
@@ -214,14 +232,28 @@ def run_fits(job, progress) -> None:
         work: queue.Queue = queue.Queue()
         for c in chunks:
             work.put(c)
+        queues.append((dev, work, len(chunks)))
+    job.draw_starts()
+    for dev, work, n_chunks in queues:
         if simulated:
             worker(dev, work)
             continue
-        for _ in range(min(n_streams, len(chunks))):
+        for _ in range(min(n_streams, n_chunks)):
             threads.append(threading.Thread(target=worker, args=(dev, work), daemon=True))
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        if on_starts is not None:
+            on_starts()
+    finally:
+        for t in threads:
+            t.join()
     if errors:
         raise errors[0]
+
+
+def _next(work: queue.Queue) -> Chunk | None:
+    try:
+        return work.get_nowait()
+    except queue.Empty:
+        return None
