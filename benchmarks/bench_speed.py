@@ -25,6 +25,7 @@ from bulkem import api, config
 from bulkem.engines import cpu as cpu_engine
 
 ROWS: list[tuple] = []
+LANES: list[tuple] = []
 
 
 def fit(data, args, **kw):
@@ -65,12 +66,18 @@ def best_diff(a, b) -> float:
 
 
 def breakdown(data, args, dtype):
-    """Seconds in start generation + packing, the engine, and the tables."""
+    """Milliseconds in the job (keys, features), the engine and the tables.
+
+    The engine's time includes drawing the starts and packing, chunk by chunk,
+    and the ``start_values`` table, which is built while the GPU runs (shown
+    apart as well).
+    """
     from bulkem.engines import cuda as cuda_engine
     from bulkem.result import FitResult
 
-    spent = {"starts+pack": 0.0, "engine": 0.0, "tables": 0.0}
-    orig = (api._make_job, cuda_engine.run_fits, FitResult.assemble)
+    spent = {"job": 0.0, "engine": 0.0, "start_values (in engine)": 0.0, "tables": 0.0}
+    orig = (api._make_job, cuda_engine.run_fits, FitResult.assemble,
+            FitResult.start_values_table)
 
     def wrap(name, fn):
         def inner(*a, **k):
@@ -81,9 +88,10 @@ def breakdown(data, args, dtype):
                 spent[name] += time.perf_counter() - t0
         return inner
 
-    api._make_job = wrap("starts+pack", orig[0])
+    api._make_job = wrap("job", orig[0])
     cuda_engine.run_fits = wrap("engine", orig[1])
     FitResult.assemble = classmethod(wrap("tables", orig[2].__func__))
+    FitResult.start_values_table = staticmethod(wrap("start_values (in engine)", orig[3]))
     try:
         t0 = time.perf_counter()
         fit(data, args, backend="cuda", dtype=dtype)
@@ -91,6 +99,7 @@ def breakdown(data, args, dtype):
     finally:
         api._make_job, cuda_engine.run_fits = orig[0], orig[1]
         FitResult.assemble = orig[2]
+        FitResult.start_values_table = staticmethod(orig[3])
     parts = "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in spent.items())
     print(f"# breakdown {dtype}: total {total * 1e3:.1f} ms: {parts}")
 
@@ -106,14 +115,16 @@ def main() -> None:
     ap.add_argument("--ragged", action="store_true", help="ragged batch, grouped or not")
     ap.add_argument("--progress", action="store_true", help="cost of progress reporting")
     ap.add_argument("--sched", action="store_true", help="streams and chunks per stream")
+    ap.add_argument("--lanes", action="store_true", help="lanes per fit, float32 block")
     args = ap.parse_args()
 
     from numba import cuda
 
     data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
     gpus = len(cuda.gpus) if cuda.is_available() else 0
-    print(f"# {datetime.date.today()}  cpu cores {os.cpu_count()}  gpus {gpus}"
-          f" ({cuda.get_current_device().name if gpus else 'none'})  batch {args.datasets} x "
+    name = getattr(cuda.get_current_device(), "name", "simulator") if gpus else "none"
+    print(f"# {datetime.date.today()}  cpu cores {os.cpu_count()}  gpus {gpus} ({name})"
+          f"  batch {args.datasets} x "
           f"{args.obs} values x {args.starts} starts, {args.iters} iterations, tol=0")
 
     res_cpu, _ = timed("cpu f64 (all cores)", data[: args.cpu_datasets], args, repeat=1,
@@ -124,6 +135,30 @@ def main() -> None:
     base = ROWS[0][3]
     for label, n, dt, rate in ROWS:
         print(f"{label:<28}{n:>9}{dt:>10.4f}{rate:>14,.0f}{rate / base:>9.1f}")
+
+
+def f32_agreement(label, r32, r64) -> None:
+    a, b = r32.starts.loglik.to_numpy(), r64.starts.loglik.to_numpy()
+    rel = np.abs(a - b) / np.abs(b)
+    q = np.quantile(rel, [0.5, 0.9, 0.99, 0.999, 1.0])
+    print(f"# {label} rel loglik diff: median {q[0]:.1e}  p90 {q[1]:.1e}  p99 {q[2]:.1e}  "
+          f"p99.9 {q[3]:.1e}  max {q[4]:.1e};  share < 1e-6: {np.mean(rel < 1e-6):.5f}")
+
+
+def lanes_runs(data, args) -> None:
+    """Lanes per fit (and float32 E-step block), at tol=0 and at tol=1e-6 (fits stop apart,
+    at most 10 x --iters iterations, on a fifth of the datasets)."""
+    conv = argparse.Namespace(**{**vars(args), "iters": 10 * args.iters})
+    few = data[: max(1, len(data) // 5)]
+    for lanes in (32, 16, 8):
+        with patched(CUDA_DEVICES=[0], CUDA_LANES_PER_FIT=lanes, CUDA_LANES_PER_FIT_TOL0=lanes):
+            timed(f"f64 lanes={lanes}", data, args, backend="cuda")
+            timed(f"f64 lanes={lanes} tol=1e-6", few, conv, backend="cuda", tol=1e-6)
+            for block in (32, 64):
+                with patched(ESTEP_BLOCK_OBS={**config.ESTEP_BLOCK_OBS, "float32": block}):
+                    r = timed(f"f32 lanes={lanes} block={block}", data, args, backend="cuda",
+                              dtype="float32")[0]
+                    LANES.append((lanes, block, r))
 
 
 def gpu_runs(data, args, res_cpu, gpus) -> None:
@@ -140,6 +175,8 @@ def gpu_runs(data, args, res_cpu, gpus) -> None:
                     timed(f"f64 wpb={wpb} regs={regs}", data, args, backend="cuda")
                     timed(f"f32 wpb={wpb} regs={regs}", data, args, backend="cuda",
                           dtype="float32")
+    if args.lanes:
+        lanes_runs(data, args)
     with patched(CUDA_DEVICES=[0]):
         breakdown(data, args, "float64")
         breakdown(data, args, "float32")
@@ -154,19 +191,19 @@ def gpu_runs(data, args, res_cpu, gpus) -> None:
           f"non-degenerate status {np.max(rel[usable]):.2e}; same status {np.mean(same):.5f}; "
           f"differing (cpu, cuda): {list(zip(sc[~same], sg[~same], strict=True))[:5]}; "
           f"best fits' max rel diff {best_diff(res_cpu, r64):.2e}")
-    a, b = r32.starts.loglik.to_numpy(), r64.starts.loglik.to_numpy()
-    rel = np.abs(a - b) / np.abs(b)
-    q = np.quantile(rel, [0.5, 0.9, 0.99, 0.999, 1.0])
-    print(f"# f32 vs f64 rel loglik diff: median {q[0]:.1e}  p90 {q[1]:.1e}  p99 {q[2]:.1e}  "
-          f"p99.9 {q[3]:.1e}  max {q[4]:.1e};  share < 1e-6: {np.mean(rel < 1e-6):.5f}")
+    f32_agreement("f32 vs f64", r32, r64)
 
     if args.sched:
-        for streams, chunks in ((1, 1), (2, 1), (2, 2), (4, 1)):
+        for streams, chunks, flight in ((2, 1, 1), (2, 1, 2), (2, 2, 2), (2, 4, 2), (1, 4, 2),
+                                        (2, 8, 2), (4, 2, 2)):
             with patched(CUDA_DEVICES=[0], CUDA_STREAMS_PER_DEVICE=streams,
-                         CUDA_CHUNKS_PER_STREAM=chunks):
-                timed(f"f64 streams={streams} chunks/stream={chunks}", data, args, backend="cuda")
-                timed(f"f32 streams={streams} chunks/stream={chunks}", data, args, backend="cuda",
-                      dtype="float32")
+                         CUDA_CHUNKS_PER_STREAM=chunks, CUDA_CHUNKS_IN_FLIGHT=flight,
+                         CUDA_MIN_CHUNK_FITS=4096):
+                name = f"streams={streams} chunks={chunks} flight={flight}"
+                timed(f"f64 {name}", data, args, backend="cuda")
+                timed(f"f32 {name}", data, args, backend="cuda", dtype="float32")
+    for lanes, block, r in LANES:
+        f32_agreement(f"f32 lanes={lanes} block={block} vs f64", r, r64)
     if args.progress:
         with patched(CUDA_DEVICES=[0]):
             timed("f64 progress=False", data, args, backend="cuda")

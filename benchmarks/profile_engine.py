@@ -3,9 +3,11 @@
     python benchmarks/profile_engine.py [--datasets 100] [--starts 1000]
 
 Builds the job as ``bulkem.fit`` does, then times, for float64 and float32:
-the job (starts and features), one whole-batch launch split into packing,
-host-to-device copies, the kernel alone (CUDA events) and device-to-host
-copies, the scheduler's run (chunks, streams, threads), and the tables.
+the job (dataset keys and features), the starts (on all cores), one
+whole-batch launch split into packing, host-to-device copies, the kernel
+alone (CUDA events) and device-to-host copies, the scheduler's run (starts
+drawn and packed chunk by chunk, streams, threads), the ``start_values``
+table (which ``bulkem.fit`` builds while the GPU runs) and the other tables.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def ms(t0: float) -> float:
 
 def profile(data, args, dtype: str) -> None:
     fam = families.get("invgauss")
-    bulkem.fit(data[:2], n_starts=2, max_iter=2, backend="cuda", dtype=dtype)  # compile
+    bulkem.fit(data[:2], n_starts=2, max_iter=2, tol=0.0, backend="cuda", dtype=dtype)  # compile
     t0 = time.perf_counter()
     packed = pack_data(as_datasets(data, 1, None, None), lambda v: fam.check(v, 2))
     t_data = ms(t0)
@@ -39,16 +41,19 @@ def profile(data, args, dtype: str) -> None:
     job = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(dtype), args.iters,
                         0.0)
     t_job = ms(t0)
+    t0 = time.perf_counter()
+    job.draw_starts()
+    t_starts = ms(t0)
     # one launch of the whole batch, phase by phase
     chunk = scheduler.Chunk(np.arange(len(data)), np.arange(len(job.fit_ds)), job.fit_ds.copy())
     t0 = time.perf_counter()
     scheduler.pack(job, chunk)
     t_pack = ms(t0)
-    kernel = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype))
+    kernel = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0))
     stream = cuda.stream()
     t0 = time.perf_counter()
     dev = [cuda.to_device(a, stream=stream) for a in
-           (chunk.feat, chunk.offsets, chunk.fit_ds, chunk.const, job.params[chunk.fits])]
+           (chunk.feat, chunk.offsets, chunk.fit_ds, chunk.const, job.init[chunk.fits])]
     n = len(chunk.fits)
     status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)
     n_iter = cuda.device_array(n, np.int32, stream=stream)
@@ -56,11 +61,11 @@ def profile(data, args, dtype: str) -> None:
     stream.synchronize()
     t_h2d = ms(t0)
     feat, offsets, fit_ds, const, params = dev
-    wpb = bulkem.config.CUDA_WARPS_PER_BLOCK
+    fpb = cuda_engine._fits_per_block(cuda_engine.lanes_per_fit(0.0))
     start, stop = cuda.event(), cuda.event()
     t0 = time.perf_counter()
     start.record(stream)
-    kernel[(n + wpb - 1) // wpb, wpb * 32, stream](
+    kernel[(n + fpb - 1) // fpb, bulkem.config.CUDA_WARPS_PER_BLOCK * 32, stream](
         feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         cuda_engine.EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
     stop.record(stream)
@@ -78,13 +83,18 @@ def profile(data, args, dtype: str) -> None:
     scheduler.run_fits(job2, bulkem.progress.Progress(False, len(job2.fit_ds)))
     t_sched = ms(t0)
     t0 = time.perf_counter()
-    FitResult.assemble(fam, packed, job2, args.starts, 1, "cuda", dtype, 0.0)
+    sv = FitResult.start_values_table(fam, packed, job2, args.starts)
+    t_sv = ms(t0)
+    t0 = time.perf_counter()
+    FitResult.assemble(fam, packed, job2, args.starts, 1, "cuda", dtype, 0.0, sv)
     t_tables = ms(t0)
     fits = len(job.fit_ds)
-    print(f"{dtype}: data {t_data:.1f} ms | job (starts, features) {t_job:.1f} | one launch: "
+    print(f"{dtype}: data {t_data:.1f} ms | job (keys, features) {t_job:.1f} | starts (all "
+          f"cores) {t_starts:.1f} | one launch: "
           f"pack {t_pack:.1f}, copies in {t_h2d:.1f}, kernel {t_kernel:.1f} "
           f"(wall {t_kernel_wall:.1f}, {fits / t_kernel * 1e3:,.0f} fits/s), copies out "
-          f"{t_d2h:.1f} | scheduler run {t_sched:.1f} | tables {t_tables:.1f}")
+          f"{t_d2h:.1f} | scheduler run (starts, pack, copies, kernels) {t_sched:.1f} | "
+          f"start_values {t_sv:.1f} | other tables {t_tables:.1f}")
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Count the bulk kernel's instructions per loop without a GPU (Hopper SASS, offline).
 
     python benchmarks/sass_offline.py [--family invgauss] [--components 2] [--dims 1]
-                                      [--out DIR]
+                                      [--out DIR] [--set NAME=VALUE ...]
 
 Numba compiles the kernel to PTX for sm_90 (needs libNVVM, not a GPU),
 ``ptxas`` assembles it with the engine's register cap and ``nvdisasm`` lists
@@ -22,6 +22,7 @@ looks for it.  On the development machines (CUDA 13.0 toolkit, no driver)::
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import os
 import re
@@ -49,7 +50,8 @@ class _Hopper:
 
 def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
-    kernel = cuda_engine._kernel(families.get(family), m, d, np.dtype(dtype))
+    kernel = cuda_engine._kernel(families.get(family), m, d, np.dtype(dtype),
+                                config.CUDA_LANES_PER_FIT_TOL0)
     fdt = float32 if dtype == "float32" else float64
     sig = (fdt[::1], int64, int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
            int32[::1], float64[::1], types.UniTuple(float64, len(driver.EXP_CONSTS)), int64,
@@ -99,11 +101,17 @@ def main() -> None:
     ap.add_argument("--components", type=int, default=2)
     ap.add_argument("--dims", type=int, default=1)
     ap.add_argument("--out", default=None, help="write the SASS listings here")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="set a bulkem.config value first, e.g. CUDA_LANES_PER_FIT_TOL0=16")
     args = ap.parse_args()
+    for item in args.set:
+        name, value = item.split("=", 1)
+        setattr(config, name, ast.literal_eval(value))
     fp64 = {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX", "F2F", "I2F", "F2I", "MUFU"}
     for dtype in ("float64", "float32"):
         sass, usage = compile_sass(args.family, args.components, args.dims, dtype)
         if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
             Path(args.out, f"sass_offline_{dtype}.txt").write_text(sass)
         print(f"{dtype}: {usage}")
         for start, end, ops in loops(sass):

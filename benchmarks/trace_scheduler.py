@@ -1,0 +1,102 @@
+"""When each host thread of the CUDA scheduler draws, packs, launches and waits.
+
+    python benchmarks/trace_scheduler.py [--chunks 1 2 4] [--dtype float64]
+
+Runs ``bulkem.fit`` on the issue-4 batch with the scheduler's steps wrapped
+in timers, and prints, per run, each step's start and end (ms from the call)
+by thread, so that the gaps where the GPU waits for the host show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import threading
+import time
+from collections import defaultdict
+
+import numpy as np
+
+import bulkem
+from bulkem import api, config, families
+from bulkem.data import as_datasets
+from bulkem.data import pack as pack_data
+from bulkem.engines import cuda as cuda_engine
+from bulkem.engines import large, scheduler
+from bulkem.result import FitResult
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--dtype", default="float64")
+    ap.add_argument("--lanes", type=int, default=config.CUDA_LANES_PER_FIT_TOL0)
+    ap.add_argument("--datasets", type=int, default=100)
+    ap.add_argument("--obs", type=int, default=2000)
+    ap.add_argument("--starts", type=int, default=1000)
+    ap.add_argument("--iters", type=int, default=100)
+    args = ap.parse_args()
+    config.CUDA_LANES_PER_FIT_TOL0 = args.lanes  # the runs use tol=0
+    data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
+    kw = dict(n_starts=args.starts, max_iter=args.iters, tol=0.0, seed=1, backend="cuda",
+              dtype=args.dtype, progress=False)
+    events: list[tuple] = []
+    t_zero = [0.0]
+
+    def wrap(obj, name, label):
+        fn = getattr(obj, name)
+
+        def inner(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                events.append((threading.current_thread().name, label, t0,
+                               time.perf_counter()))
+        setattr(obj, name, inner)
+
+    wrap(api.Job, "draw_starts", "draw")
+    wrap(scheduler, "pack", "pack")
+    wrap(cuda_engine, "launch", "launch")
+    wrap(cuda_engine, "finish", "finish")
+    wrap(api, "_make_job", "job")
+    wrap(api, "pack", "data")
+    wrap(api, "resolve_backend", "backend")
+    wrap(scheduler, "plan_chunks", "plan")
+    wrap(scheduler, "_budget", "budget")
+    wrap(large, "use_large", "use_large")
+    wrap(FitResult, "assemble", "tables")
+    wrap(FitResult, "start_values_table", "start_values")
+    for chunks in args.chunks:
+        config.CUDA_CHUNKS_PER_STREAM = chunks
+        config.CUDA_MIN_CHUNK_FITS = 4096
+        bulkem.fit(data[:2], **{**kw, "n_starts": 2, "max_iter": 2})
+        for _ in range(2):
+            events.clear()
+            t_zero[0] = time.perf_counter()
+            bulkem.fit(data, **kw)
+            total = (time.perf_counter() - t_zero[0]) * 1e3
+            by = defaultdict(list)
+            for th, label, a, b in sorted(events, key=lambda e: e[2]):
+                by[th].append(f"{label} {(a - t_zero[0]) * 1e3:.1f}-{(b - t_zero[0]) * 1e3:.1f}")
+            print(f"chunks/stream {chunks}: total {total:.1f} ms")
+            for th, items in by.items():
+                print(f"  {th:<12} " + ", ".join(items))
+    # what the tables cost on this host, by function
+    fam = families.get("invgauss")
+    packed = pack_data(as_datasets(data, 1, None, None), lambda v: fam.check(v, 2))
+    job = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(args.dtype),
+                        args.iters, 0.0)
+    job.draw_starts()
+    job.params[:] = job.init
+    job.status[:] = 1
+    prof = cProfile.Profile()
+    prof.enable()
+    sv = FitResult.start_values_table(fam, packed, job, args.starts)
+    FitResult.assemble(fam, packed, job, args.starts, 1, "cuda", args.dtype, 0.0, sv)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+
+if __name__ == "__main__":
+    main()
