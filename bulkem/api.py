@@ -310,7 +310,7 @@ def fit(
         else:
             from .engines import cpu as eng
         if len(job.fit_ds) and large.use_large(job, engine):
-            large.run_fits(job, bar, engine)  # one large dataset: each fit over the machine
+            large.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
         elif len(job.fit_ds):
             eng.run_fits(job, bar, on_starts)
     finally:

@@ -91,16 +91,11 @@ def draw_distinct(n, k, seed, key, start, counter, idx, row):
     return counter
 
 
-def _compiled(cache: dict, make, init_fn, name: str):
-    if name not in cache:
-        cache[name] = njit(parallel=True)(make(init_fn))
-    return cache[name]
-
-
 _subset_cache: dict = {}
 
 
-def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed):
+def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed,
+                  out=None):
     """Random-subset starting values for every fit.
 
     For each component, ``family.subset_size`` observations are drawn without
@@ -119,20 +114,26 @@ def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start,
     keys : ndarray of shape (n_valid,), uint64
         Dataset keys from :func:`dataset_keys`.
     seed : int
+    out : ndarray of shape (n_fits, n_params), float64, optional
+        Written in place when given.
 
     Returns
     -------
     ndarray of shape (n_fits, n_params), float64
     """
-    kernel = _compiled(_subset_cache, _make_subset_kernel, family.subset_init, family.name)
+    kernel = _subset_cache.get(family.name)
+    if kernel is None:
+        kernel = _subset_cache[family.name] = _make_subset_kernel(family.subset_init)
     n_dims = 1 if values.ndim == 1 else values.shape[1]
-    out = np.empty((len(fit_ds), family.n_params(n_components, n_dims)))
+    if out is None:
+        out = np.empty((len(fit_ds), family.n_params(n_components, n_dims)))
     kernel(values, offsets, fit_ds, fit_start, keys, seed_key(seed),
            n_components, family.subset_size(n_dims), out)
     return out
 
 
 def _make_subset_kernel(init_fn):
+    @njit(parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, k, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -203,7 +204,8 @@ def kmeanspp_centres(x, seed, key, start, centres):
 _centre_cache: dict = {}
 
 
-def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed):
+def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed,
+                    out=None):
     """k-means++ starting values for every fit.
 
     For each fit, :func:`kmeanspp_centres` picks ``n_components`` centres
@@ -222,14 +224,18 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
             f"init_method='kmeans++' is not available for the {family.name!r} family; "
             "use init_method='subset'."
         )
-    kernel = _compiled(_centre_cache, _make_centre_kernel, family.centre_init, family.name)
+    kernel = _centre_cache.get(family.name)
+    if kernel is None:
+        kernel = _centre_cache[family.name] = _make_centre_kernel(family.centre_init)
     x = values if values.ndim == 2 else values[:, None]
-    out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
+    if out is None:
+        out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
     kernel(x, offsets, fit_ds, fit_start, keys, seed_key(seed), n_components, out)
     return out
 
 
 def _make_centre_kernel(init_fn):
+    @njit(parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -285,9 +291,7 @@ class StartPlan:
                 return
             fit_ds, fit_start = fit_ds[rest], fit_start[rest]
         draw = kmeanspp_starts if self.method == "kmeans++" else subset_starts
-        values = draw(self.family, self.n_components, self.values, self.offsets, fit_ds,
-                      fit_start, self.keys, self.seed)
+        drawn = draw(self.family, self.n_components, self.values, self.offsets, fit_ds,
+                     fit_start, self.keys, self.seed, None if n_user else out)
         if n_user:
-            out[rest] = values
-        else:
-            out[:] = values
+            out[rest] = drawn

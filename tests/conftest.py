@@ -47,3 +47,16 @@ def demo(n_datasets: int, n_obs: int, seed: int) -> list[np.ndarray]:
     from bulkem.datasets import simulate_demo
 
     return simulate_demo(n_datasets, n_obs, seed=seed)
+
+
+def assert_starts_match_ig_oracle(res, data, max_iter: int, tol: float) -> None:
+    """Every start of an inverse-Gaussian fit: status, n_iter and loglik as the oracle's."""
+    from reference import ig_em
+
+    for row in res.starts.itertuples():
+        sv = res.start_values[(res.start_values.dataset == row.dataset)
+                              & (res.start_values.start == row.start)]
+        ref = ig_em(data[row.dataset], sv.weight, sv.mu, sv["lambda"], max_iter=max_iter, tol=tol)
+        assert (row.status, row.n_iter) == (ref["status"], ref["n_iter"])
+        rel = abs(row.loglik - ref["loglik"]) / abs(ref["loglik"])
+        assert rel < 1e-9

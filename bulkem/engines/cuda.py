@@ -76,7 +76,7 @@ def _group_sums(lanes: int):
     """
     group = _FULL_MASK >> (_WARP - lanes)
 
-    if lanes == _WARP:
+    if lanes == _WARP:  # a constant mask: the code the whole-warp kernel was tuned with
         @_device
         def group_sum(v):
             off = _WARP // 2
@@ -152,7 +152,7 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
     NS = family.n_stats(n_components, n_dims)
     M = n_components
     S = NS // M
-    FPB = config.CUDA_WARPS_PER_BLOCK * _WARP // G  # fits per block
+    FPB = _fits_per_block(G)
     cdt = float32 if dtype == np.float32 else float64
     opts = ({} if config.CUDA_MAX_REGISTERS is None or numba_config.ENABLE_CUDASIM  # no such option
             else {"max_registers": config.CUDA_MAX_REGISTERS})
