@@ -69,15 +69,15 @@ def breakdown(data, args, dtype):
     """Milliseconds in the job (keys, features), the engine and the tables.
 
     The engine's time includes drawing the starts and packing, chunk by chunk,
-    and the ``start_values`` table, which is built while the GPU runs (shown
-    apart as well).
+    and the tables' parts that need the starts only (``before_fits``), built
+    while the GPU runs (shown apart as well).
     """
     from bulkem.engines import cuda as cuda_engine
     from bulkem.result import FitResult
 
-    spent = {"job": 0.0, "engine": 0.0, "start_values (in engine)": 0.0, "tables": 0.0}
+    spent = {"job": 0.0, "engine": 0.0, "before_fits (in engine)": 0.0, "tables": 0.0}
     orig = (api._make_job, cuda_engine.run_fits, FitResult.assemble,
-            FitResult.start_values_table)
+            FitResult.before_fits)
 
     def wrap(name, fn):
         def inner(*a, **k):
@@ -91,7 +91,7 @@ def breakdown(data, args, dtype):
     api._make_job = wrap("job", orig[0])
     cuda_engine.run_fits = wrap("engine", orig[1])
     FitResult.assemble = classmethod(wrap("tables", orig[2].__func__))
-    FitResult.start_values_table = staticmethod(wrap("start_values (in engine)", orig[3]))
+    FitResult.before_fits = staticmethod(wrap("before_fits (in engine)", orig[3]))
     try:
         t0 = time.perf_counter()
         fit(data, args, backend="cuda", dtype=dtype)
@@ -99,7 +99,7 @@ def breakdown(data, args, dtype):
     finally:
         api._make_job, cuda_engine.run_fits = orig[0], orig[1]
         FitResult.assemble = orig[2]
-        FitResult.start_values_table = staticmethod(orig[3])
+        FitResult.before_fits = staticmethod(orig[3])
     parts = "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in spent.items())
     print(f"# breakdown {dtype}: total {total * 1e3:.1f} ms: {parts}")
 
@@ -116,6 +116,7 @@ def main() -> None:
     ap.add_argument("--progress", action="store_true", help="cost of progress reporting")
     ap.add_argument("--sched", action="store_true", help="streams and chunks per stream")
     ap.add_argument("--lanes", action="store_true", help="lanes per fit, float32 block")
+    ap.add_argument("--host", action="store_true", help="pageable instead of page-locked buffers")
     args = ap.parse_args()
 
     from numba import cuda
@@ -204,6 +205,10 @@ def gpu_runs(data, args, res_cpu, gpus) -> None:
                 timed(f"f32 {name}", data, args, backend="cuda", dtype="float32")
     for lanes, block, r in LANES:
         f32_agreement(f"f32 lanes={lanes} block={block} vs f64", r, r64)
+    if args.host:
+        with patched(CUDA_DEVICES=[0], CUDA_PINNED_MAX_BYTES=0):
+            timed("f64 pageable buffers", data, args, backend="cuda")
+            timed("f32 pageable buffers", data, args, backend="cuda", dtype="float32")
     if args.progress:
         with patched(CUDA_DEVICES=[0]):
             timed("f64 progress=False", data, args, backend="cuda")

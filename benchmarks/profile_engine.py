@@ -6,8 +6,9 @@ Builds the job as ``bulkem.fit`` does, then times, for float64 and float32:
 the job (dataset keys and features), the starts (on all cores), one
 whole-batch launch split into packing, host-to-device copies, the kernel
 alone (CUDA events) and device-to-host copies, the scheduler's run (starts
-drawn and packed chunk by chunk, streams, threads), the ``start_values``
-table (which ``bulkem.fit`` builds while the GPU runs) and the other tables.
+drawn and packed chunk by chunk, streams, threads), the tables' parts that
+need the starts only (``FitResult.before_fits``, which ``bulkem.fit`` builds
+while the GPU runs) and the other tables.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def profile(data, args, dtype: str) -> None:
     scheduler.run_fits(job2, bulkem.progress.Progress(False, len(job2.fit_ds)))
     t_sched = ms(t0)
     t0 = time.perf_counter()
-    sv = FitResult.start_values_table(fam, packed, job2, args.starts)
+    sv = FitResult.before_fits(fam, packed, job2, args.starts)
     t_sv = ms(t0)
     t0 = time.perf_counter()
     FitResult.assemble(fam, packed, job2, args.starts, 1, "cuda", dtype, 0.0, sv)
@@ -94,7 +95,7 @@ def profile(data, args, dtype: str) -> None:
           f"pack {t_pack:.1f}, copies in {t_h2d:.1f}, kernel {t_kernel:.1f} "
           f"(wall {t_kernel_wall:.1f}, {fits / t_kernel * 1e3:,.0f} fits/s), copies out "
           f"{t_d2h:.1f} | scheduler run (starts, pack, copies, kernels) {t_sched:.1f} | "
-          f"start_values {t_sv:.1f} | other tables {t_tables:.1f}")
+          f"before_fits {t_sv:.1f} | other tables {t_tables:.1f}")
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 import warnings
@@ -29,13 +30,14 @@ class Job:
 
     Attributes
     ----------
-    feat : ndarray of shape (n_features * stride,)
-        Per-observation features of all valid datasets (float64; engines cast).
-    stride : int
-        Number of observations in the batch.
+    values : ndarray of shape (stride,) or (stride, n_dims)
+        The observations of all valid datasets, one after another.
     offsets : ndarray of shape (n_valid + 1,)
-    const : ndarray of shape (n_valid,)
-        Per-dataset sum of the family's shared log-density term.
+        Dataset ``d`` is ``values[offsets[d]:offsets[d + 1]]``.
+    feat, const
+        Features and per-dataset constants of all of ``values`` (see
+        :meth:`features`), computed on first use: the CUDA scheduler
+        computes them chunk by chunk instead, while the GPU runs.
     fit_ds, fit_start : ndarray of shape (n_fits,)
         Valid-dataset index and start number of each fit.
     start_plan : bulkem.starts.StartPlan
@@ -56,10 +58,8 @@ class Job:
     n_components: int
     n_dims: int
     dtype: np.dtype
-    feat: np.ndarray
-    stride: int
+    values: np.ndarray
     offsets: np.ndarray
-    const: np.ndarray
     fit_ds: np.ndarray
     fit_start: np.ndarray
     start_plan: starts.StartPlan
@@ -72,6 +72,45 @@ class Job:
     tol: float
     drop_rtol: float
     reg: float
+
+    @property
+    def stride(self) -> int:
+        """Number of observations in the batch (the length of a row of ``feat``)."""
+        return len(self.values)
+
+    def features(self, values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-observation features and per-dataset constants of some datasets.
+
+        Parameters
+        ----------
+        values : ndarray
+            Datasets one after another, as ``self.values``.
+        offsets : ndarray of shape (n + 1,)
+            Where each dataset starts in ``values``.
+
+        Returns
+        -------
+        feat : ndarray of shape (n_features * len(values),), float64
+            The family's features, feature-major.
+        const : ndarray of shape (n,)
+            Per-dataset sum of the family's shared log-density term.
+        """
+        feat = np.ascontiguousarray(self.family.features(values)).reshape(-1)
+        return feat, _segment_sums(self.family.obs_const(values), offsets)
+
+    @functools.cached_property
+    def _whole(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.features(self.values, self.offsets)
+
+    @property
+    def feat(self) -> np.ndarray:
+        """Features of the whole batch, ``(n_features * stride,)`` float64."""
+        return self._whole[0]
+
+    @property
+    def const(self) -> np.ndarray:
+        """Per-dataset sums of the family's shared log-density term, ``(n_valid,)``."""
+        return self._whole[1]
 
     def draw_starts(self) -> None:
         """Write every fit's starting values into ``init`` (on every core)."""
@@ -105,7 +144,7 @@ def resolve_backend(backend: str) -> str:
     return "cpu"
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # called by the CUDA scheduler's threads
 def _segment_sums(x, offsets):
     out = np.zeros(len(offsets) - 1)
     for k in range(len(offsets) - 1):
@@ -299,8 +338,8 @@ def fit(
     bar = Progress(progress, len(job.fit_ds))
     early: dict = {}
 
-    def on_starts() -> None:  # while the GPU runs: this table needs the starts only
-        early["start_values"] = FitResult.start_values_table(fam, packed, job, n_starts)
+    def on_starts() -> None:  # while the GPU runs: what the tables need of the starts only
+        early.update(FitResult.before_fits(fam, packed, job, n_starts))
 
     try:
         from .engines import large
@@ -316,7 +355,7 @@ def fit(
     finally:
         bar.close()
     result = FitResult.assemble(fam, packed, job, n_starts, seed, engine, dtype,
-                                time.perf_counter() - t0, early.get("start_values"))
+                                time.perf_counter() - t0, early or None)
     n_failed = int((result.summary["status"] == "failed").sum())
     if n_failed:
         warnings.warn(
@@ -337,16 +376,13 @@ def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, s
                             starts.dataset_keys(packed.values, packed.offsets), seed,
                             init_method, user)
     n_params = fam.n_params(M, n_dims)
-    values = packed.values
     return Job(
         family=fam,
         n_components=M,
         n_dims=n_dims,
         dtype=dtype,
-        feat=np.ascontiguousarray(fam.features(values)).reshape(-1),
-        stride=len(values),
+        values=packed.values,
         offsets=packed.offsets,
-        const=_segment_sums(fam.obs_const(values), packed.offsets),
         fit_ds=fit_ds,
         fit_start=fit_start,
         start_plan=plan,

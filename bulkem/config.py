@@ -67,6 +67,11 @@ CUDA_MEMORY_BUDGET = None  # bytes per chunk; None: from free memory (tests set 
 CUDA_GROUP_BY_SIZE = True  # longest fits first within a launch, similar sizes side by side
 PROGRESS_POLL_S = 0.1  # how often a running kernel's finished fits are counted
 CUDA_WAIT_POLL_S = 0.0005  # how often a running chunk is asked whether it is done
+# A chunk's arrays travel in one buffer each way.  Buffers up to this size are
+# page-locked (asynchronous copies at full speed), and up to CUDA_PINNED_POOL
+# of them per GPU are kept for later chunks and calls (page-locking is slow).
+CUDA_PINNED_MAX_BYTES = 64 << 20
+CUDA_PINNED_POOL = 8
 
 LOG_2PI = math.log(2.0 * math.pi)
 

@@ -35,11 +35,25 @@ def _lookup(table: dict, codes: np.ndarray) -> np.ndarray:
     return names[codes]
 
 
+def _frame(columns: dict) -> pd.DataFrame:
+    """A table over freshly built arrays, kept as they are.
+
+    ``copy=False`` also skips pandas' consolidation of same-dtype columns
+    into 2-D blocks, a copy of every column (most of the tables' time for a
+    batch of 100,000 fits); pandas consolidates later if an operation needs it.
+    """
+    return pd.DataFrame(columns, copy=False)
+
+
 def _categorical(table: dict, codes: np.ndarray) -> pd.Categorical:
-    """Per-fit labels as a categorical: fast to build for millions of fits."""
+    """Per-fit labels as a categorical: fast to build for millions of fits.
+
+    ``codes`` come from the engines, so each is a key of ``table``.
+    """
     cats = list(dict.fromkeys(table.values()))
-    index = np.array([cats.index(table[k]) if k in table else -1 for k in range(max(table) + 1)])
-    return pd.Categorical.from_codes(index[codes], categories=cats)
+    index = np.array([cats.index(table[k]) if k in table else -1 for k in range(max(table) + 1)],
+                     dtype=np.int8)
+    return pd.Categorical.from_codes(index[codes], categories=cats, validate=False)
 
 
 @dataclass
@@ -101,26 +115,34 @@ class FitResult:
     _best: dict = field(repr=False, default_factory=dict)
 
     @staticmethod
-    def start_values_table(fam, packed, job, n_starts) -> pd.DataFrame:
-        """The ``start_values`` table: needs the job's starts only, not its fits."""
+    def before_fits(fam, packed, job, n_starts) -> dict:
+        """The parts of the tables that need the job's starts only, not its fits.
+
+        The ``start_values`` table and the ``starts`` table's key columns;
+        the GPU engine builds them while the fits run.
+        """
         M, D = job.n_components, job.n_dims
         n_valid = len(packed.valid)
         vids = pd.Series(packed.ids).iloc[packed.valid].to_numpy()
-        return pd.DataFrame({
+        start_values = _frame({
             "dataset": np.repeat(vids, n_starts * M),
             "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
             "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
             **fam.param_columns(job.init, M, D),
         })
+        return {"start_values": start_values, "dataset": np.repeat(vids, n_starts),
+                "start": np.tile(np.arange(n_starts), n_valid)}
 
     @classmethod
     def assemble(cls, fam, packed, job, n_starts, seed, backend, dtype, elapsed,
-                 start_values: pd.DataFrame | None = None) -> FitResult:
+                 early: dict | None = None) -> FitResult:
         """Build the tables from a finished :class:`bulkem.api.Job`.
 
-        ``start_values``, if given, is :meth:`start_values_table`, built
-        earlier (the GPU engine builds it while the fits run).
+        ``early``, if given, is :meth:`before_fits`, built earlier (the GPU
+        engine builds it while the fits run).
         """
+        if early is None:
+            early = cls.before_fits(fam, packed, job, n_starts)
         M, D = job.n_components, job.n_dims
         n_all, n_valid = len(packed.ids), len(packed.valid)
         ids = pd.Series(packed.ids)
@@ -151,7 +173,7 @@ class FitResult:
         best_start = np.full(n_all, -1, dtype=np.int64)
         best_start[packed.valid] = np.where(has, best, -1)
         k = fam.n_free(M, D)
-        summary = pd.DataFrame({
+        summary = _frame({
             "dataset": ids,
             "n_obs": n_obs,
             "status": status,
@@ -170,26 +192,24 @@ class FitResult:
         key = fam.order_key(bp.reshape(len(fitted), M * P), M, D)
         order = np.argsort(key, axis=1, kind="stable")
         bp = np.take_along_axis(bp, order[:, :, None], axis=1).reshape(len(fitted), M * P)
-        components = pd.DataFrame({
+        components = _frame({
             "dataset": np.repeat(vids[fitted], M),
             "component": np.tile(np.arange(1, M + 1), len(fitted)),
             **fam.param_columns(bp, M, D),
         })
 
         scode = job.status
-        starts = pd.DataFrame({
-            "dataset": np.repeat(vids, n_starts),
-            "start": np.tile(np.arange(n_starts), n_valid),
+        starts = _frame({
+            "dataset": early["dataset"],
+            "start": early["start"],
             "status": _categorical(STATUS_NAMES, scode),
             "loglik": job.loglik,
             "n_iter": job.n_iter.astype(np.int64),
             "message": _categorical(STATUS_MESSAGES, scode),
         })
-        if start_values is None:
-            start_values = cls.start_values_table(fam, packed, job, n_starts)
         init_best = job.init.reshape(n_valid, n_starts, M * P)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
-        return cls(summary, components, starts, start_values, backend, seed, fam.name, M,
+        return cls(summary, components, starts, early["start_values"], backend, seed, fam.name, M,
                    dtype, elapsed, n_dims=D, _family=fam, _best=best_map)
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:

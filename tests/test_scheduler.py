@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from conftest import demo
 
 import bulkem
 from bulkem import config
+from bulkem.engines import cuda as cuda_engine
 from bulkem.engines import scheduler
 
 
@@ -38,6 +41,18 @@ def test_plan_covers_every_fit_once_within_budget():
         assert data_bytes + len(c.fits) * (6 * 8 + 32) <= budget
     with pytest.raises(ValueError, match="fit it with backend='cpu'"):
         scheduler.plan_chunks(job, order, 1000, max_fits=5)
+
+
+def test_plan_of_a_group_that_fits_is_the_loops_one_chunk():
+    job = _job([50, 400, 120, 3000, 60], n_starts=4)
+    order = np.array([3, 1, 2, 4, 0])
+    (whole,) = scheduler.plan_chunks(job, order, 1 << 30, max_fits=1000)  # the shortcut
+    # a budget just too small for the shortcut: the loop, in two chunks
+    parts = scheduler.plan_chunks(job, order, 3000 * 2 * 8 + 16 + 20 * (6 * 8 + 32), max_fits=18)
+    assert len(parts) == 2
+    assert np.array_equal(whole.datasets, order)
+    assert np.array_equal(whole.fits, np.concatenate([c.fits for c in parts]))
+    assert np.array_equal(job.fit_ds[whole.fits], whole.datasets[whole.fit_ds])
 
 
 @pytest.mark.parametrize(("family", "method"), [("invgauss", "subset"), ("gaussian", "kmeans++")])
@@ -76,3 +91,25 @@ def test_small_memory_budget_runs_in_pieces_with_same_results(monkeypatch):
     assert pieces.starts.equals(whole.starts)
     assert pieces.components.equals(whole.components)
     assert pieces.start_values.equals(whole.start_values)
+
+
+def test_page_locked_buffers_are_pooled(monkeypatch):
+    # The pool's logic, with the simulator standing in for page-locked memory.
+    monkeypatch.setattr(cuda_engine, "numba_config", SimpleNamespace(ENABLE_CUDASIM=False))
+    monkeypatch.setattr(cuda_engine.cuda, "get_current_device", lambda: SimpleNamespace(id=0))
+    monkeypatch.setattr(cuda_engine, "_pool", {})
+    monkeypatch.setattr(config, "CUDA_PINNED_POOL", 2)
+    a, pa = cuda_engine._take_buffer(1000)
+    b, pb = cuda_engine._take_buffer(500)
+    assert len(a) == 1000 and len(b) == 500 and pa is not pb
+    cuda_engine._give_buffer(pa)
+    cuda_engine._give_buffer(pb)
+    d, pd = cuda_engine._take_buffer(400)  # the smallest free buffer that is large enough
+    c, pc = cuda_engine._take_buffer(600)
+    assert pd is pb and pc is pa and len(c) == 600 and len(d) == 400
+    cuda_engine._give_buffer(pd)
+    cuda_engine._give_buffer(pc)
+    cuda_engine._give_buffer(cuda_engine._take_buffer(2000)[1])  # a third: the smallest goes
+    assert sorted(len(x) for x in cuda_engine._pool[0]) == [1000, 2000]
+    monkeypatch.setattr(config, "CUDA_PINNED_MAX_BYTES", 100)
+    assert cuda_engine._take_buffer(101)[1] is None  # too large to lock: ordinary memory

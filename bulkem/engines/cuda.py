@@ -17,6 +17,8 @@ says whether one can be used and, if not, why.
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from typing import NamedTuple
 
@@ -192,17 +194,81 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
     return kernel
 
 
+_ALIGN = 256  # bytes: where each array of a chunk's buffer starts
+_pool: dict = {}  # device -> page-locked host buffers not in use
+_pool_lock = threading.Lock()
+
+
+def _layout(job, chunk) -> list[tuple[int, np.dtype, tuple]]:
+    """A chunk's arrays in its one buffer: (byte offset, dtype, shape) of each.
+
+    In order: the inputs (features, offsets, constants, fit datasets), then
+    the arrays the kernel writes (parameters, which come in as the starts,
+    status, iterations, log-likelihoods).  One copy takes everything up to the
+    status to the GPU and one brings the parameters onwards back.
+    """
+    n = len(chunk.fits)
+    arrays = [(chunk.feat.dtype, chunk.feat.shape), (np.int64, chunk.offsets.shape),
+              (np.float64, chunk.const.shape), (np.int64, chunk.fit_ds.shape),
+              (np.float64, (n, job.params.shape[1])), (np.int32, (n,)), (np.int32, (n,)),
+              (np.float64, (n,))]
+    out, pos = [], 0
+    for dtype, shape in arrays:
+        dtype = np.dtype(dtype)
+        out.append((pos, dtype, shape))
+        pos += -(-dtype.itemsize * math.prod(shape) // _ALIGN) * _ALIGN
+    out.append((pos, None, ()))  # the end
+    return out
+
+
+def _views(buf, layout) -> list:
+    """Typed views of a host or device byte buffer, as ``layout`` places them."""
+    return [buf[pos:pos + dtype.itemsize * math.prod(shape)].view(dtype).reshape(shape)
+            for pos, dtype, shape in layout[:-1]]
+
+
+def _take_buffer(nbytes: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A host byte buffer for one chunk, and the pool's buffer it is part of.
+
+    Copies from page-locked memory run asynchronously and at full speed, but
+    page-locking is slow, so such buffers (up to
+    ``config.CUDA_PINNED_MAX_BYTES``) are kept in a pool for later chunks and
+    calls; :func:`_give_buffer` returns one.  Larger buffers (and all under
+    the simulator) are ordinary memory, and the pool's buffer is None.
+    """
+    if nbytes > config.CUDA_PINNED_MAX_BYTES or numba_config.ENABLE_CUDASIM:
+        return np.empty(nbytes, np.uint8), None
+    dev = cuda.get_current_device().id
+    with _pool_lock:
+        free = _pool.setdefault(dev, [])
+        big = [k for k, b in enumerate(free) if len(b) >= nbytes]
+        if big:
+            buf = free.pop(min(big, key=lambda k: len(free[k])))  # the smallest that will do
+            return buf[:nbytes], buf
+    buf = cuda.pinned_array(nbytes, np.uint8)
+    return buf, buf
+
+
+def _give_buffer(buf: np.ndarray) -> None:
+    with _pool_lock:
+        free = _pool.setdefault(cuda.get_current_device().id, [])
+        free.append(buf)
+        if len(free) > config.CUDA_PINNED_POOL:
+            free.pop(min(range(len(free)), key=lambda k: len(free[k])))
+
+
 class Running(NamedTuple):
-    """A chunk whose fits were launched: its stream, device arrays and done event."""
+    """A chunk whose fits were launched: its stream, buffers and done event."""
 
     chunk: object
     stream: object
     done: object  # event recorded after the kernel (None under the simulator)
-    inputs: tuple  # device copies of the inputs, kept alive until the kernel is done
-    params: object
-    status: object
-    n_iter: object
-    loglik: object
+    layout: list
+    host: np.ndarray  # the chunk's host buffer; results come back into it
+    device: object  # the device buffer, kept alive until the kernel is done
+    status: object  # the device view of the status array, read for progress
+    back: int  # where the results start in the buffers
+    pooled: np.ndarray | None  # the page-locked buffer ``host`` is part of, if it is
 
 
 def launch(job, chunk, stream) -> Running:
@@ -223,23 +289,32 @@ def launch(job, chunk, stream) -> Running:
     """
     lanes = lanes_per_fit(job.tol)
     kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype, lanes)
-    inputs = tuple(cuda.to_device(a, stream=stream)
-                   for a in (chunk.feat, chunk.offsets, chunk.const, chunk.fit_ds))
-    feat, offsets, const, fit_ds = inputs
-    params = cuda.to_device(job.init[chunk.fits], stream=stream)
+    layout = _layout(job, chunk)
+    host, pooled = _take_buffer(layout[-1][0])
+    h = _views(host, layout)
+    for a, b in zip(h[:4], (chunk.feat, chunk.offsets, chunk.const, chunk.fit_ds), strict=True):
+        a[...] = b
+    np.take(job.init, chunk.fits, axis=0, out=h[4])
+    h[5].fill(-1)  # status -1: not finished
+    sent = layout[6][0]  # inputs, starts and status go over; the rest is written there
+    device = cuda.device_array(layout[-1][0], np.uint8, stream=stream)
+    device[:sent].copy_to_device(host[:sent], stream=stream)
+    feat, offsets, const, fit_ds, params, status, n_iter, loglik = _views(device, layout)
     n = len(chunk.fits)
-    status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)  # -1: not finished
-    n_iter = cuda.device_array(n, np.int32, stream=stream)
-    loglik = cuda.device_array(n, np.float64, stream=stream)
     fpb = _fits_per_block(lanes)
     kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
         feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
+    back = layout[4][0]
+    # From page-locked memory the copy back can be queued now; from pageable
+    # memory it would wait for the kernel here, so it waits for finish().
+    if pooled is not None:
+        device[back:].copy_to_host(host[back:], stream=stream)
     done = None
     if not numba_config.ENABLE_CUDASIM:
         done = cuda.event()
         done.record(stream)
-    return Running(chunk, stream, done, inputs, params, status, n_iter, loglik)
+    return Running(chunk, stream, done, layout, host, device, status, back, pooled)
 
 
 def finish(job, run: Running, watch=None) -> None:
@@ -263,11 +338,15 @@ def finish(job, run: Running, watch=None) -> None:
                 poll.synchronize()
                 watch(int(np.count_nonzero(seen >= 0)))
                 last = time.perf_counter()
-    out = [a.copy_to_host(stream=run.stream) for a in (run.params, run.status, run.n_iter,
-                                                       run.loglik)]
+    if run.pooled is None:  # not queued by launch()
+        run.device[run.back:].copy_to_host(run.host[run.back:], stream=run.stream)
     run.stream.synchronize()
     fits = run.chunk.fits
-    job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = out
+    params, status, n_iter, loglik = _views(run.host, run.layout)[4:]
+    job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
+        params, status, n_iter, loglik)
+    if run.pooled is not None:
+        _give_buffer(run.pooled)
 
 
 def run_fits(job, progress, on_starts=None) -> None:

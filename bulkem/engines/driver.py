@@ -348,6 +348,20 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
     REPORT64 = dtype != np.float64
     _, shift64_f, estep64_f, _, _ = make_pass(family, M, D, np.float64, jit)
     stop_f = make_stop(jit)
+    LEAD = first == 1 and M > 1
+    P = family.n_params(M, D) // M  # parameters per component, the weight first
+
+    def lead_py(params):
+        # With float32 the pass derives component 0 from the totals, which is
+        # accurate only while component 0 is not small: keep the heaviest first.
+        for m in range(1, M):
+            if params[P * m] > params[0]:
+                for k in range(P):
+                    a = params[k]
+                    params[k] = params[P * m + k]
+                    params[P * m + k] = a
+
+    lead = jit(lead_py)
 
     def em(feat, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot, t,
            dcoef64, part64, t64, xc, max_iter, tol, drop_rtol, reg):
@@ -359,6 +373,8 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
         it = 0
         ll_prev = 0.0
         while True:
+            if LEAD:
+                lead(params)
             coef_f(params, M, D, coef)
             base = shift_f(coef, tot, dcoef)
             for k in range(NS):

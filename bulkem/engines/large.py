@@ -71,15 +71,14 @@ def use_large(job, engine: str) -> bool:
         model must also fit the kernel's shared memory).
     """
     n_fits = len(job.fit_ds)
-    if n_fits == 0:
+    few = n_fits <= config.LARGE_MAX_FITS_CUDA if engine == "cuda" else (
+        n_fits < numba.get_num_threads())
+    if n_fits == 0 or not few:
         return False
-    sizes = np.diff(job.offsets)[job.fit_ds]
-    if sizes.min() < config.LARGE_MIN_OBS:
+    if np.diff(job.offsets)[job.fit_ds].min() < config.LARGE_MIN_OBS:
         return False
-    if engine == "cuda":
-        return (n_fits <= config.LARGE_MAX_FITS_CUDA
-                and _cuda_plan(job.family, job.n_components, job.n_dims, job.dtype) is not None)
-    return n_fits < numba.get_num_threads()
+    return engine != "cuda" or (
+        _cuda_plan(job.family, job.n_components, job.n_dims, job.dtype) is not None)
 
 
 def run_fits(job, progress, engine: str, on_starts=None) -> None:

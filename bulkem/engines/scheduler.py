@@ -8,16 +8,18 @@ device's free memory.  Within a chunk, datasets run largest first (long fits
 start early; neighbouring fits in a block cost about the same).
 The starts are drawn first, on every core.  Each GPU gets
 ``config.CUDA_STREAMS_PER_DEVICE`` host threads; each takes chunks from its
-device's queue, packs them, and keeps ``config.CUDA_CHUNKS_IN_FLIGHT``
-launched at once on streams of its own: the next chunk is packed and copied
-while the GPU runs the previous one.  Meanwhile the calling thread builds
-the tables that need the starts only.
+device's queue, packs them (gathers their datasets and computes the
+features), and keeps ``config.CUDA_CHUNKS_IN_FLIGHT`` launched at once on
+streams of its own: the next chunk is packed and copied while the GPU runs
+the previous one.  Once the first chunks are launched, the calling thread
+builds the tables that need the starts only.
 A fit depends only on its own inputs, so the results are the same whatever
 the chunking, the number of threads or the number of GPUs.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import queue
 import threading
@@ -71,21 +73,34 @@ def balance(cost: np.ndarray, order: np.ndarray, n_parts: int) -> list[np.ndarra
     Used to split a batch over GPUs and a GPU's share into chunks.  Returns one
     array of dataset indices per part, each in ``order``'s order.
     """
-    load = np.zeros(n_parts)
+    if n_parts == 1:
+        return [order]
+    heap = [(0.0, k) for k in range(n_parts)]  # (load, part): the least loaded, lowest first
     owner = np.empty(len(cost), dtype=np.int64)
-    for d in order[np.argsort(-cost[order], kind="stable")]:
-        k = int(np.argmin(load))
+    for d in order[np.argsort(-cost[order], kind="stable")].tolist():
+        load, k = heapq.heappop(heap)
         owner[d] = k
-        load[k] += cost[d]
+        heapq.heappush(heap, (load + float(cost[d]), k))
     return [order[owner[order] == k] for k in range(n_parts)]
 
 
-def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int) -> list[Chunk]:
-    """Cut a device's datasets into chunks of at most ``budget`` bytes and ``max_fits`` fits."""
-    first, counts = _fit_ranges(job)
-    n_feat = len(job.feat) // max(job.stride, 1)
+def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int,
+                ranges: tuple[np.ndarray, np.ndarray] | None = None) -> list[Chunk]:
+    """Cut a device's datasets into chunks of at most ``budget`` bytes and ``max_fits`` fits.
+
+    ``ranges`` is ``_fit_ranges(job)``, if the caller has it.
+    """
+    first, counts = _fit_ranges(job) if ranges is None else ranges
+    n_feat = job.family.n_features(job.n_dims)
     item = np.dtype(job.dtype).itemsize
     per_fit = job.params.shape[1] * 8 + 32  # params, status, n_iter, loglik, fit_ds
+    n_obs = job.offsets[datasets + 1] - job.offsets[datasets]
+    n_fits = counts[datasets]
+    if (n_obs * n_feat * item + 16 + n_fits * per_fit).sum() <= budget and n_fits.sum() <= max_fits:
+        # All in one chunk (the common case), as the loop below would make it.
+        start = np.repeat(first[datasets] - np.cumsum(n_fits) + n_fits, n_fits)
+        fits = start + np.arange(n_fits.sum())
+        return [Chunk(datasets.astype(np.int64), fits, np.repeat(np.arange(len(datasets)), n_fits))]
     chunks: list[Chunk] = []
     ds_acc: list[int] = []
     fits_acc: list[np.ndarray] = []
@@ -125,17 +140,15 @@ def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int) -> list[C
 
 
 def pack(job, chunk: Chunk) -> Chunk:
-    """Gather the chunk's datasets into a contiguous feature array (host side)."""
+    """Gather the chunk's datasets and compute their features (host side)."""
     lo = job.offsets[chunk.datasets]
     lens = job.offsets[chunk.datasets + 1] - lo
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     idx = np.repeat(lo - offsets[:-1], lens) + np.arange(offsets[-1])
-    n_feat = len(job.feat) // job.stride
-    feat = job.feat.reshape(n_feat, job.stride)[:, idx].astype(job.dtype)
-    chunk.feat = feat.reshape(-1)
+    feat, chunk.const = job.features(job.values[idx], offsets)
+    chunk.feat = feat.astype(job.dtype, copy=False)
     chunk.offsets = offsets
-    chunk.const = job.const[chunk.datasets]
     chunk.stride = int(offsets[-1])
     return chunk
 
@@ -158,7 +171,8 @@ def run_fits(job, progress, on_starts=None) -> None:
     """Run every fit of a job on all GPUs, in place.
 
     The starts are drawn first, on every core.  ``on_starts()``, if given,
-    then runs in the calling thread while the GPUs work.
+    then runs in the calling thread while the GPUs work, once the host
+    threads have launched their first chunks.
     """
     simulated = cuda_engine.numba_config.ENABLE_CUDASIM
     devices = [0] if simulated else _devices()
@@ -181,10 +195,19 @@ def run_fits(job, progress, on_starts=None) -> None:
         ))
         budget = _budget(n_streams * config.CUDA_CHUNKS_IN_FLIGHT)
         return [c for group in balance(cost, part, max(n_chunks, 1))
-                for c in plan_chunks(job, group, budget, config.CUDA_CHUNK_FITS)]
+                for c in plan_chunks(job, group, budget, config.CUDA_CHUNK_FITS,
+                                     (first, counts))]
 
     lock = threading.Lock()
     errors: list[BaseException] = []
+    launched = [0, 0]  # chunks launched, and how many on_starts waits for
+    first_round = threading.Event()  # on_starts' pandas work holds the GIL: launch first
+
+    def count_launch() -> None:
+        with lock:
+            launched[0] += 1
+            if launched[0] >= launched[1]:
+                first_round.set()
 
     def report(n: int) -> None:
         with lock:
@@ -208,12 +231,15 @@ def run_fits(job, progress, on_starts=None) -> None:
             with cuda.gpus[dev]:
                 streams = [cuda.stream() for _ in range(config.CUDA_CHUNKS_IN_FLIGHT)]
                 running = None
+                n = 0
                 while True:
                     started = None
                     chunk = None if errors else _next(work)
                     if chunk is not None:
-                        streams.append(streams.pop(0))  # the next stream in turn
-                        started = cuda_engine.launch(job, pack(job, chunk), streams[0])
+                        started = cuda_engine.launch(job, pack(job, chunk),
+                                                     streams[n % len(streams)])
+                        n += 1  # the streams in turn
+                        count_launch()
                     if running is not None:
                         finish(running)
                     if started is None:
@@ -221,6 +247,7 @@ def run_fits(job, progress, on_starts=None) -> None:
                     running = started
         except BaseException as err:  # re-raised in the calling thread
             errors.append(err)
+            first_round.set()
 
     threads = []
     queues = []
@@ -234,16 +261,20 @@ def run_fits(job, progress, on_starts=None) -> None:
             work.put(c)
         queues.append((dev, work, len(chunks)))
     job.draw_starts()
-    for dev, work, n_chunks in queues:
+    for dev, work, n_dev_chunks in queues:
         if simulated:
             worker(dev, work)
             continue
-        for _ in range(min(n_streams, n_chunks)):
+        for _ in range(min(n_streams, n_dev_chunks)):
             threads.append(threading.Thread(target=worker, args=(dev, work), daemon=True))
+    launched[1] = min(sum(n for _, _, n in queues), len(threads) * config.CUDA_CHUNKS_IN_FLIGHT)
+    if launched[0] >= launched[1]:
+        first_round.set()
     for t in threads:
         t.start()
     try:
         if on_starts is not None:
+            first_round.wait()
             on_starts()
     finally:
         for t in threads:
