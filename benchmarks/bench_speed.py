@@ -13,6 +13,7 @@ size, and the cost of the progress bar.  Everything is timed end to end through
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import datetime
 import os
@@ -34,10 +35,10 @@ def fit(data, args, **kw):
     return bulkem.fit(data, **{**base, **kw})
 
 
-def timed(label, data, args, repeat=3, **kw):
+def timed(label, data, args, repeat=None, **kw):
     fit(data[:2], args, n_starts=2, max_iter=2, **kw)  # compile this variant
     best, res = np.inf, None
-    for _ in range(repeat):
+    for _ in range(repeat or args.repeat):
         t0 = time.perf_counter()
         res = fit(data, args, **kw)
         best = min(best, time.perf_counter() - t0)
@@ -117,6 +118,10 @@ def main() -> None:
     ap.add_argument("--sched", action="store_true", help="streams and chunks per stream")
     ap.add_argument("--lanes", action="store_true", help="lanes per fit, float32 block")
     ap.add_argument("--host", action="store_true", help="pageable instead of page-locked buffers")
+    ap.add_argument("--grid", nargs="*", default=[], metavar="NAME=V1;V2",
+                    help="time f64 and f32 with each value of a config setting (NAME=V1;V2, "
+                         "Python literals); A=1+B=4 sets both at once")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept")
     args = ap.parse_args()
 
     from numba import cuda
@@ -139,11 +144,33 @@ def main() -> None:
 
 
 def f32_agreement(label, r32, r64) -> None:
+    """The distribution of |float32 - float64| / |float64| over starts, and the share
+    within 1e-6: over all starts, and over starts degenerate in neither precision."""
     a, b = r32.starts.loglik.to_numpy(), r64.starts.loglik.to_numpy()
     rel = np.abs(a - b) / np.abs(b)
     q = np.quantile(rel, [0.5, 0.9, 0.99, 0.999, 1.0])
+    usable = ((r32.starts.status != "degenerate") & (r64.starts.status != "degenerate")).to_numpy()
+    close = rel < 1e-6
     print(f"# {label} rel loglik diff: median {q[0]:.1e}  p90 {q[1]:.1e}  p99 {q[2]:.1e}  "
-          f"p99.9 {q[3]:.1e}  max {q[4]:.1e};  share < 1e-6: {np.mean(rel < 1e-6):.5f}")
+          f"p99.9 {q[3]:.1e}  max {q[4]:.1e};  share < 1e-6: {np.mean(close):.5f}; "
+          f"over the {usable.sum()} starts degenerate in neither: {np.mean(close[usable]):.5f}; "
+          f"misses degenerate in one or both: {np.sum(~close & ~usable)} of {np.sum(~close)}")
+
+
+def grid_variants(specs: list[str]) -> list[dict]:
+    """``NAME=V1;V2`` gives one variant per value; ``A=1+B=4`` one variant with both.
+
+    Values are Python literals (``8``, ``None``, ``{'float32': 64}``).
+    """
+    out = []
+    for spec in specs:
+        if "+" in spec:
+            out.append({k: ast.literal_eval(v)
+                        for k, v in (p.split("=", 1) for p in spec.split("+"))})
+        else:
+            name, values = spec.split("=", 1)
+            out += [{name: ast.literal_eval(v)} for v in values.split(";")]
+    return out
 
 
 def lanes_runs(data, args) -> None:
@@ -151,11 +178,12 @@ def lanes_runs(data, args) -> None:
     at most 10 x --iters iterations, on a fifth of the datasets)."""
     conv = argparse.Namespace(**{**vars(args), "iters": 10 * args.iters})
     few = data[: max(1, len(data) // 5)]
-    for lanes in (32, 16, 8):
-        with patched(CUDA_DEVICES=[0], CUDA_LANES_PER_FIT=lanes, CUDA_LANES_PER_FIT_TOL0=lanes):
+    for lanes in (32, 16, 8, 4):
+        with patched(CUDA_DEVICES=[0], CUDA_LANES_PER_FIT=lanes,
+                     CUDA_LANES_PER_FIT_TOL0={"float64": lanes, "float32": lanes}):
             timed(f"f64 lanes={lanes}", data, args, backend="cuda")
             timed(f"f64 lanes={lanes} tol=1e-6", few, conv, backend="cuda", tol=1e-6)
-            for block in (32, 64):
+            for block in (32, 128):
                 with patched(ESTEP_BLOCK_OBS={**config.ESTEP_BLOCK_OBS, "float32": block}):
                     r = timed(f"f32 lanes={lanes} block={block}", data, args, backend="cuda",
                               dtype="float32")[0]
@@ -205,6 +233,12 @@ def gpu_runs(data, args, res_cpu, gpus) -> None:
                 timed(f"f32 {name}", data, args, backend="cuda", dtype="float32")
     for lanes, block, r in LANES:
         f32_agreement(f"f32 lanes={lanes} block={block} vs f64", r, r64)
+    for settings in grid_variants(args.grid):
+        label = " ".join(f"{k}={v}" for k, v in settings.items())
+        with patched(CUDA_DEVICES=[0], **settings):
+            timed(f"f64 {label}", data, args, backend="cuda")
+            r = timed(f"f32 {label}", data, args, backend="cuda", dtype="float32")[0]
+        f32_agreement(f"f32 {label} vs f64", r, r64)
     if args.host:
         with patched(CUDA_DEVICES=[0], CUDA_PINNED_MAX_BYTES=0):
             timed("f64 pageable buffers", data, args, backend="cuda")

@@ -4,6 +4,10 @@
 #
 #   bash benchmarks/gpu_check.sh tests          # CUDA tests + profile_engine
 #   bash benchmarks/gpu_check.sh bench [ARGS]   # bench_speed.py ARGS
+#   bash benchmarks/gpu_check.sh kernel "" "NAME=V NAME2=V2" ...
+#                                  # kernel-only times (profile_engine.py), one
+#                                  # line per variant: each argument lists the
+#                                  # config settings of one variant ("": defaults)
 #
 # Runs from the working tree (PYTHONPATH=.), as the device machines have no
 # package index; prints each log's last lines.
@@ -21,6 +25,16 @@ case "${1:-tests}" in
     tail -5 "$out/cuda_tests.log"
     python3 benchmarks/profile_engine.py > "$out/profile_engine.log" 2>&1
     cat "$out/profile_engine.log"
+    ;;
+  kernel)
+    shift
+    for variant in "$@"; do
+      sets=()
+      for item in $variant; do sets+=(--set "$item"); done
+      echo "== ${variant:-defaults}: $(timeout 150 python3 benchmarks/profile_engine.py "${sets[@]}" \
+        2>&1 | tee -a "$out/kernel_variants.log" | grep -o 'kernel [0-9.]* ms\|kernel [0-9.]* (' \
+        | tr -d '(' | paste -sd' ')"
+    done
     ;;
   bench)
     shift

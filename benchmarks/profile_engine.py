@@ -14,13 +14,14 @@ while the GPU runs) and the other tables.
 from __future__ import annotations
 
 import argparse
+import ast
 import time
 
 import numpy as np
 from numba import cuda
 
 import bulkem
-from bulkem import api, families
+from bulkem import api, config, families
 from bulkem.data import as_datasets
 from bulkem.data import pack as pack_data
 from bulkem.engines import cuda as cuda_engine
@@ -50,7 +51,7 @@ def profile(data, args, dtype: str) -> None:
     t0 = time.perf_counter()
     scheduler.pack(job, chunk)
     t_pack = ms(t0)
-    kernel = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0))
+    kernel = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0, dtype))
     stream = cuda.stream()
     t0 = time.perf_counter()
     dev = [cuda.to_device(a, stream=stream) for a in
@@ -62,7 +63,7 @@ def profile(data, args, dtype: str) -> None:
     stream.synchronize()
     t_h2d = ms(t0)
     feat, offsets, fit_ds, const, params = dev
-    fpb = cuda_engine._fits_per_block(cuda_engine.lanes_per_fit(0.0))
+    fpb = cuda_engine._fits_per_block(cuda_engine.lanes_per_fit(0.0, dtype))
     start, stop = cuda.event(), cuda.event()
     t0 = time.perf_counter()
     start.record(stream)
@@ -104,9 +105,15 @@ def main() -> None:
     ap.add_argument("--obs", type=int, default=2000)
     ap.add_argument("--starts", type=int, default=1000)
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="set a bulkem.config value first, e.g. CUDA_MAX_REGISTERS=None")
+    ap.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
     args = ap.parse_args()
+    for item in args.set:
+        name, value = item.split("=", 1)
+        setattr(config, name, ast.literal_eval(value))
     data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
-    for dtype in ("float64", "float32"):
+    for dtype in args.dtypes:
         for _ in range(2):
             profile(data, args, dtype)
 

@@ -26,7 +26,7 @@ def sass(outdir: str) -> None:
     fam = families.get("invgauss")
     for dtype in ("float64", "float32"):
         bulkem.fit(SMALL, n_starts=2, backend="cuda", dtype=dtype)
-        k = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0))
+        k = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0, dtype))
         text = "\n".join(k.inspect_sass().values())
         Path(outdir, f"sass_{dtype}.txt").write_text(text)
         ops = collections.Counter(m.group(1).split(".")[0] for m in OPCODE.finditer(text))

@@ -51,7 +51,7 @@ class _Hopper:
 def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
     kernel = cuda_engine._kernel(families.get(family), m, d, np.dtype(dtype),
-                                config.CUDA_LANES_PER_FIT_TOL0)
+                                cuda_engine.lanes_per_fit(0.0, dtype))
     fdt = float32 if dtype == "float32" else float64
     sig = (fdt[::1], int64, int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
            int32[::1], float64[::1], types.UniTuple(float64, len(driver.EXP_CONSTS)), int64,
@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--dims", type=int, default=1)
     ap.add_argument("--out", default=None, help="write the SASS listings here")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="set a bulkem.config value first, e.g. CUDA_LANES_PER_FIT_TOL0=16")
+                    help="set a bulkem.config value first, e.g. CUDA_MAX_REGISTERS=None")
     args = ap.parse_args()
     for item in args.set:
         name, value = item.split("=", 1)

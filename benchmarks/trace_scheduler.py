@@ -33,13 +33,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--dtype", default="float64")
-    ap.add_argument("--lanes", type=int, default=config.CUDA_LANES_PER_FIT_TOL0)
+    ap.add_argument("--lanes", type=int, default=None, help="lanes per fit (default: config)")
     ap.add_argument("--datasets", type=int, default=100)
     ap.add_argument("--obs", type=int, default=2000)
     ap.add_argument("--starts", type=int, default=1000)
     ap.add_argument("--iters", type=int, default=100)
     args = ap.parse_args()
-    config.CUDA_LANES_PER_FIT_TOL0 = args.lanes  # the runs use tol=0
+    if args.lanes:  # the runs use tol=0
+        config.CUDA_LANES_PER_FIT_TOL0 = {"float64": args.lanes, "float32": args.lanes}
     data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
     kw = dict(n_starts=args.starts, max_iter=args.iters, tol=0.0, seed=1, backend="cuda",
               dtype=args.dtype, progress=False)

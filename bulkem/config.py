@@ -31,8 +31,10 @@ MAX_IG_SHAPE = 1e14
 # per-observation sums into the float64 totals, by compute dtype.  A block's
 # log-sum-exp sums (each in [1, M]) are multiplied and logged once per block;
 # with float32 the block's statistics are also summed in float32, so a short
-# block keeps their rounding small.  Capped where M**block would overflow.
-ESTEP_BLOCK_OBS = {"float64": 256, "float32": 32}
+# block keeps their rounding small.  Capped where M**block would overflow
+# (float32, M = 2: 126).  float32 128 vs 32, kernel alone on an H200: 0.90x the
+# time, the same share of fits within 1e-6 of float64 (on the CPU too).
+ESTEP_BLOCK_OBS = {"float64": 256, "float32": 128}
 
 # --- random starts ---
 SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
@@ -49,10 +51,11 @@ CUDA_WARPS_PER_BLOCK = 4  # warps per block
 # work (M-step, reductions) costs a group the same whatever its size, so small
 # groups spend more of their time on observations, but a warp runs until its
 # slowest fit stops.  With tol=0 all fits run max_iter iterations (measured on
-# an H200, issue-4 batch: 8 lanes 1.04x (f64) and 1.20x (f32) faster than 32);
-# with tol=1e-6 they stop apart (8 lanes 0.64x, 16 lanes 0.83x of 32).
+# an H200, issue-4 batch: 8 lanes 1.04x (f64) and 1.20x (f32) faster than 32;
+# kernel alone, 4 lanes: f32 0.97x the time of 8, f64 1.01x); with tol=1e-6
+# they stop apart (8 lanes 0.64x, 16 lanes 0.83x of 32).
 CUDA_LANES_PER_FIT = 32  # tol > 0
-CUDA_LANES_PER_FIT_TOL0 = 8  # tol = 0
+CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dtype
 CUDA_MAX_REGISTERS = 64  # cap on registers per thread (measured: 64 beats none and 80 on an H200)
 
 # --- CUDA scheduler ---

@@ -125,13 +125,15 @@ _APPROX32 = None if numba_config.ENABLE_CUDASIM else (_exp_neg32, _recip32)
 _kernels: dict = {}
 
 
-def lanes_per_fit(tol: float) -> int:
+def lanes_per_fit(tol: float, dtype) -> int:
     """Lanes that share a fit: fewer when every fit runs ``max_iter`` iterations (``tol=0``).
 
     The fits of a warp then finish together, so packing several into a warp
     costs no idle lanes; with ``tol > 0`` a warp would wait for its slowest fit.
     """
-    return config.CUDA_LANES_PER_FIT_TOL0 if tol == 0 else config.CUDA_LANES_PER_FIT
+    if tol > 0:
+        return config.CUDA_LANES_PER_FIT
+    return config.CUDA_LANES_PER_FIT_TOL0[np.dtype(dtype).name]
 
 
 def _fits_per_block(lanes: int) -> int:
@@ -287,7 +289,7 @@ def launch(job, chunk, stream) -> Running:
     Running
         Pass it to :func:`finish`.
     """
-    lanes = lanes_per_fit(job.tol)
+    lanes = lanes_per_fit(job.tol, job.dtype)
     kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype, lanes)
     layout = _layout(job, chunk)
     host, pooled = _take_buffer(layout[-1][0])
