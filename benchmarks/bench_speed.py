@@ -225,17 +225,17 @@ def gpu_runs(data, args, res_cpu, gpus) -> None:
     if args.sched:
         for streams, chunks, flight in ((2, 1, 1), (2, 1, 2), (2, 2, 2), (2, 4, 2), (1, 4, 2),
                                         (2, 8, 2), (4, 2, 2)):
-            with patched(CUDA_DEVICES=[0], CUDA_STREAMS_PER_DEVICE=streams,
+            with patched(CUDA_DEVICES=[0], CUDA_HOST_THREADS=streams,
                          CUDA_CHUNKS_PER_STREAM=chunks, CUDA_CHUNKS_IN_FLIGHT=flight,
                          CUDA_MIN_CHUNK_FITS=4096):
-                name = f"streams={streams} chunks={chunks} flight={flight}"
+                name = f"threads={streams} chunks={chunks} flight={flight}"
                 timed(f"f64 {name}", data, args, backend="cuda")
                 timed(f"f32 {name}", data, args, backend="cuda", dtype="float32")
     for lanes, block, r in LANES:
         f32_agreement(f"f32 lanes={lanes} block={block} vs f64", r, r64)
     for settings in grid_variants(args.grid):
         label = " ".join(f"{k}={v}" for k, v in settings.items())
-        with patched(CUDA_DEVICES=[0], **settings):
+        with patched(**{"CUDA_DEVICES": [0], **settings}):  # CUDA_DEVICES=None: all GPUs
             timed(f"f64 {label}", data, args, backend="cuda")
             r = timed(f"f32 {label}", data, args, backend="cuda", dtype="float32")[0]
         f32_agreement(f"f32 {label} vs f64", r, r64)

@@ -60,7 +60,11 @@ CUDA_MAX_REGISTERS = 64  # cap on registers per thread (measured: 64 beats none 
 
 # --- CUDA scheduler ---
 CUDA_DEVICES = None  # GPU ids to use; None: every visible GPU
-CUDA_STREAMS_PER_DEVICE = 2  # host threads per GPU
+# Host threads feeding the GPUs, in all (each GPU gets its share, at least
+# one): they share the GIL, so more threads wait on each other.  Measured on
+# 2 x H200 (issue-4 batch, float64): one thread per GPU 1.83M fits/s, two
+# 1.74M; on one H200 two threads beat one.
+CUDA_HOST_THREADS = 2
 CUDA_CHUNKS_IN_FLIGHT = 2  # chunks a host thread keeps launched (one stream each)
 CUDA_CHUNKS_PER_STREAM = 2  # chunks a host thread gets at least (v6: 2 best; 4, 8 worse)
 CUDA_CHUNK_FITS = 1_000_000  # most fits in one launch

@@ -6,8 +6,8 @@ equal cost (so that no stream is left with all the long fits), and chunks are
 cut further where their data and fit arrays would not fit a share of the
 device's free memory.  Within a chunk, datasets run largest first (long fits
 start early; neighbouring fits in a block cost about the same).
-The starts are drawn first, on every core.  Each GPU gets
-``config.CUDA_STREAMS_PER_DEVICE`` host threads; each takes chunks from its
+The starts are drawn first, on every core.  Each GPU gets its share of
+``config.CUDA_HOST_THREADS`` host threads; each takes chunks from its
 device's queue, packs them (gathers their datasets and computes the
 features), and keeps ``config.CUDA_CHUNKS_IN_FLIGHT`` launched at once on
 streams of its own: the next chunk is packed and copied while the GPU runs
@@ -159,12 +159,12 @@ def _devices() -> list[int]:
     return list(range(len(cuda.gpus)))
 
 
-def _budget(n_streams: int) -> int:
+def _budget(n_in_flight: int) -> int:
     if config.CUDA_MEMORY_BUDGET is not None:
         return int(config.CUDA_MEMORY_BUDGET)
     free, _total = cuda.current_context().get_memory_info()
     free = min(free, 1 << 50)  # the simulator reports infinite memory
-    return int(free * config.CUDA_MEMORY_FRACTION / n_streams)
+    return int(free * config.CUDA_MEMORY_FRACTION / n_in_flight)
 
 
 def run_fits(job, progress, on_starts=None) -> None:
@@ -177,7 +177,7 @@ def run_fits(job, progress, on_starts=None) -> None:
     simulated = cuda_engine.numba_config.ENABLE_CUDASIM
     devices = [0] if simulated else _devices()
     # The simulator cannot run two kernels at once: one stream, in this thread.
-    n_streams = 1 if simulated else config.CUDA_STREAMS_PER_DEVICE
+    n_threads = 1 if simulated else max(1, config.CUDA_HOST_THREADS // len(devices))  # per GPU
     first, counts = _fit_ranges(job)
     lens = job.offsets[1:] - job.offsets[:-1]
     cost = lens * counts.astype(np.float64)
@@ -191,9 +191,9 @@ def run_fits(job, progress, on_starts=None) -> None:
         n_fits = int(counts[part].sum())
         n_chunks = min(len(part), max(
             math.ceil(n_fits / config.CUDA_CHUNK_FITS),
-            min(n_streams * config.CUDA_CHUNKS_PER_STREAM, n_fits // config.CUDA_MIN_CHUNK_FITS),
+            min(n_threads * config.CUDA_CHUNKS_PER_STREAM, n_fits // config.CUDA_MIN_CHUNK_FITS),
         ))
-        budget = _budget(n_streams * config.CUDA_CHUNKS_IN_FLIGHT)
+        budget = _budget(n_threads * config.CUDA_CHUNKS_IN_FLIGHT)
         return [c for group in balance(cost, part, max(n_chunks, 1))
                 for c in plan_chunks(job, group, budget, config.CUDA_CHUNK_FITS,
                                      (first, counts))]
@@ -265,7 +265,7 @@ def run_fits(job, progress, on_starts=None) -> None:
         if simulated:
             worker(dev, work)
             continue
-        for _ in range(min(n_streams, n_dev_chunks)):
+        for _ in range(min(n_threads, n_dev_chunks)):
             threads.append(threading.Thread(target=worker, args=(dev, work), daemon=True))
     launched[1] = min(sum(n for _, _, n in queues), len(threads) * config.CUDA_CHUNKS_IN_FLIGHT)
     if launched[0] >= launched[1]:
