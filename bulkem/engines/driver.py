@@ -16,7 +16,10 @@ The families' log densities are linear in their sufficient statistics
 * with float32, the summed statistics of component 0 are the dataset's
   totals ``sum_i g(x_i)`` (computed once per fit) minus those of the other
   components, so the pass accumulates M - 1 components (float64 sums all M:
-  the subtraction would amplify rounding for a vanishing component 0);
+  the subtraction would amplify rounding for a vanishing component 0), and
+  before each E-step the heaviest component is swapped into place 0, so a
+  float32 fit may return its components in another order than its start's
+  (the result tables sort them);
 * the pass evaluates only the differences ``v_m = log w_m p_m - log w_0 p_0``
   (coefficients ``c[m] - c[0]``), and the log-likelihood is
   ``sum_k c[0, k] totals_k`` plus the per-observation
