@@ -269,7 +269,6 @@ class Running(NamedTuple):
     host: np.ndarray  # the chunk's host buffer; results come back into it
     device: object  # the device buffer, kept alive until the kernel is done
     status: object  # the device view of the status array, read for progress
-    back: int  # where the results start in the buffers
     pooled: np.ndarray | None  # the page-locked buffer ``host`` is part of, if it is
 
 
@@ -307,7 +306,7 @@ def launch(job, chunk, stream) -> Running:
     kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
         feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
-    back = layout[4][0]
+    back = layout[4][0]  # the results: the parameters onwards
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().
     if pooled is not None:
@@ -316,7 +315,7 @@ def launch(job, chunk, stream) -> Running:
     if not numba_config.ENABLE_CUDASIM:
         done = cuda.event()
         done.record(stream)
-    return Running(chunk, stream, done, layout, host, device, status, back, pooled)
+    return Running(chunk, stream, done, layout, host, device, status, pooled)
 
 
 def finish(job, run: Running, watch=None) -> None:
@@ -341,7 +340,8 @@ def finish(job, run: Running, watch=None) -> None:
                 watch(int(np.count_nonzero(seen >= 0)))
                 last = time.perf_counter()
     if run.pooled is None:  # not queued by launch()
-        run.device[run.back:].copy_to_host(run.host[run.back:], stream=run.stream)
+        back = run.layout[4][0]
+        run.device[back:].copy_to_host(run.host[back:], stream=run.stream)
     run.stream.synchronize()
     fits = run.chunk.fits
     params, status, n_iter, loglik = _views(run.host, run.layout)[4:]

@@ -200,13 +200,14 @@ def run_fits(job, progress, on_starts=None) -> None:
 
     lock = threading.Lock()
     errors: list[BaseException] = []
-    launched = [0, 0]  # chunks launched, and how many on_starts waits for
+    launched = 0
     first_round = threading.Event()  # on_starts' pandas work holds the GIL: launch first
 
     def count_launch() -> None:
+        nonlocal launched
         with lock:
-            launched[0] += 1
-            if launched[0] >= launched[1]:
+            launched += 1
+            if launched >= first_launches:
                 first_round.set()
 
     def report(n: int) -> None:
@@ -259,17 +260,16 @@ def run_fits(job, progress, on_starts=None) -> None:
         work: queue.Queue = queue.Queue()
         for c in chunks:
             work.put(c)
-        queues.append((dev, work, len(chunks)))
+        queues.append((dev, work, min(n_threads, len(chunks))))
+    # on_starts waits until every host thread has launched its first chunks
+    first_launches = sum(min(n * config.CUDA_CHUNKS_IN_FLIGHT, w.qsize()) for _, w, n in queues)
     job.draw_starts()
-    for dev, work, n_dev_chunks in queues:
+    for dev, work, n_dev_threads in queues:
         if simulated:
             worker(dev, work)
             continue
-        for _ in range(min(n_threads, n_dev_chunks)):
+        for _ in range(n_dev_threads):
             threads.append(threading.Thread(target=worker, args=(dev, work), daemon=True))
-    launched[1] = min(sum(n for _, _, n in queues), len(threads) * config.CUDA_CHUNKS_IN_FLIGHT)
-    if launched[0] >= launched[1]:
-        first_round.set()
     for t in threads:
         t.start()
     try:
