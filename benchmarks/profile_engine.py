@@ -55,20 +55,21 @@ def profile(data, args, dtype: str) -> None:
     stream = cuda.stream()
     t0 = time.perf_counter()
     dev = [cuda.to_device(a, stream=stream) for a in
-           (chunk.feat, chunk.offsets, chunk.fit_ds, chunk.const, job.init[chunk.fits])]
+           (chunk.feat, chunk.offsets, chunk.fit_ds, chunk.const, job.init[chunk.fits],
+            chunk.feat.astype(dtype))]
     n = len(chunk.fits)
     status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)
     n_iter = cuda.device_array(n, np.int32, stream=stream)
     loglik = cuda.device_array(n, np.float64, stream=stream)
     stream.synchronize()
     t_h2d = ms(t0)
-    feat, offsets, fit_ds, const, params = dev
+    feat64, offsets, fit_ds, const, params, feat = dev
     fpb = cuda_engine._fits_per_block(cuda_engine.lanes_per_fit(0.0, dtype))
     start, stop = cuda.event(), cuda.event()
     t0 = time.perf_counter()
     start.record(stream)
     kernel[(n + fpb - 1) // fpb, bulkem.config.CUDA_WARPS_PER_BLOCK * 32, stream](
-        feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+        feat, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         cuda_engine.EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
     stop.record(stream)
     stop.synchronize()

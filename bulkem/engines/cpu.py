@@ -27,6 +27,7 @@ def _runner(family, n_components, n_dims, dtype):
     if key in _runners:
         return _runners[key]
     em = make_em(family, n_components, n_dims, dtype.type, njit(inline="always"), _same, _nothing)
+    NP = family.n_params(n_components, n_dims)
     NC = family.n_coef(n_components, n_dims)
     NS = family.n_stats(n_components, n_dims)
     M = n_components
@@ -34,7 +35,7 @@ def _runner(family, n_components, n_dims, dtype):
     cdt = dtype.type
 
     @njit(parallel=True)
-    def run(feat, stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+    def run(feat, feat64, stride, offsets, fit_ds, const, params, status, n_iter, loglik,
             xc, max_iter, tol, drop_rtol, reg):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -47,8 +48,9 @@ def _runner(family, n_components, n_dims, dtype):
             dcoef64 = np.empty(NC)
             part64 = np.empty(NS)
             t64 = np.empty(M)
-            st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], 0, 1, const[d], params[f],
-                            coef, dcoef, stats, part, tot, t, dcoef64, part64, t64,
+            back = np.empty(NP)
+            st, it, ll = em(feat, feat64, stride, offsets[d], offsets[d + 1], 0, 1, const[d],
+                            params[f], coef, dcoef, stats, part, tot, t, dcoef64, part64, t64, back,
                             xc, max_iter, tol, drop_rtol, reg)
             status[f] = st
             n_iter[f] = it
@@ -78,7 +80,7 @@ def run_fits(job, progress, on_starts=None) -> None:
         step = min(step, max(config.CPU_MIN_CHUNK_FITS, -(-n // config.PROGRESS_STEPS)))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        run(feat, job.stride, job.offsets, job.fit_ds[lo:hi], job.const, job.params[lo:hi],
-            job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi],
+        run(feat, job.feat, job.stride, job.offsets, job.fit_ds[lo:hi], job.const,
+            job.params[lo:hi], job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi],
             EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
         progress(hi - lo)

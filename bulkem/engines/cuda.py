@@ -162,7 +162,7 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
             else {"max_registers": config.CUDA_MAX_REGISTERS})
 
     @cuda.jit(**opts)
-    def kernel(feat, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
+    def kernel(feat, feat64, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
                xc, max_iter, tol, drop_rtol, reg):
         tid = cuda.threadIdx.x
         f = cuda.blockIdx.x * FPB + tid // G
@@ -179,11 +179,12 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
         dcoef64 = cuda.local.array(NC, float64)  # (float32 fits' final float64 pass)
         part64 = cuda.local.array(NS, float64)
         t64 = cuda.local.array(M, float64)
+        back = cuda.local.array(NP, float64)  # (parameters before the last M-step)
         for k in range(NP):
             params[k] = params_io[f, k]
         d = fit_ds[f]
-        st, it, ll = em(feat, stride, offsets[d], offsets[d + 1], lane, G, const[d], params,
-                        coef, dcoef, stats, part, tot, t, dcoef64, part64, t64,
+        st, it, ll = em(feat, feat64, stride, offsets[d], offsets[d + 1], lane, G, const[d], params,
+                        coef, dcoef, stats, part, tot, t, dcoef64, part64, t64, back,
                         xc, max_iter, tol, drop_rtol, reg)
         if lane == 0:
             status[f] = st
@@ -204,14 +205,17 @@ _pool_lock = threading.Lock()
 def _layout(job, chunk) -> list[tuple[int, np.dtype, tuple]]:
     """A chunk's arrays in its one buffer: (byte offset, dtype, shape) of each.
 
-    In order: the inputs (features, offsets, constants, fit datasets), then
-    the arrays the kernel writes (parameters, which come in as the starts,
+    In order: the inputs (float64 features, offsets, constants, fit datasets,
+    the features in the compute dtype unless that is float64), then the
+    arrays the kernel writes (parameters, which come in as the starts,
     status, iterations, log-likelihoods).  One copy takes everything up to the
     status to the GPU and one brings the parameters onwards back.
     """
     n = len(chunk.fits)
-    arrays = [(chunk.feat.dtype, chunk.feat.shape), (np.int64, chunk.offsets.shape),
+    narrow = np.dtype(job.dtype) != np.float64
+    arrays = [(np.float64, chunk.feat.shape), (np.int64, chunk.offsets.shape),
               (np.float64, chunk.const.shape), (np.int64, chunk.fit_ds.shape),
+              (job.dtype, chunk.feat.shape if narrow else (0,)),
               (np.float64, (n, job.params.shape[1])), (np.int32, (n,)), (np.int32, (n,)),
               (np.float64, (n,))]
     out, pos = [], 0
@@ -295,18 +299,22 @@ def launch(job, chunk, stream) -> Running:
     h = _views(host, layout)
     for a, b in zip(h[:4], (chunk.feat, chunk.offsets, chunk.const, chunk.fit_ds), strict=True):
         a[...] = b
-    np.take(job.init, chunk.fits, axis=0, out=h[4])
-    h[5].fill(-1)  # status -1: not finished
-    sent = layout[6][0]  # inputs, starts and status go over; the rest is written there
+    if len(h[4]):
+        h[4][...] = chunk.feat  # the features in the compute dtype
+    np.take(job.init, chunk.fits, axis=0, out=h[5])
+    h[6].fill(-1)  # status -1: not finished
+    sent = layout[7][0]  # inputs, starts and status go over; the rest is written there
     device = cuda.device_array(layout[-1][0], np.uint8, stream=stream)
     device[:sent].copy_to_device(host[:sent], stream=stream)
-    feat, offsets, const, fit_ds, params, status, n_iter, loglik = _views(device, layout)
+    feat64, offsets, const, fit_ds, feat, params, status, n_iter, loglik = _views(device, layout)
+    if len(feat) == 0:
+        feat = feat64
     n = len(chunk.fits)
     fpb = _fits_per_block(lanes)
     kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
-        feat, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+        feat, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
-    back = layout[4][0]  # the results: the parameters onwards
+    back = layout[5][0]  # the results: the parameters onwards
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().
     if pooled is not None:
@@ -340,11 +348,11 @@ def finish(job, run: Running, watch=None) -> None:
                 watch(int(np.count_nonzero(seen >= 0)))
                 last = time.perf_counter()
     if run.pooled is None:  # not queued by launch()
-        back = run.layout[4][0]
+        back = run.layout[5][0]
         run.device[back:].copy_to_host(run.host[back:], stream=run.stream)
     run.stream.synchronize()
     fits = run.chunk.fits
-    params, status, n_iter, loglik = _views(run.host, run.layout)[4:]
+    params, status, n_iter, loglik = _views(run.host, run.layout)[5:]
     job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
         params, status, n_iter, loglik)
     if run.pooled is not None:

@@ -325,20 +325,33 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
     Returns
     -------
     callable
-        ``em(feat, stride, lo, hi, lane, step, const, params, coef, dcoef,
-        stats, part, tot, t, dcoef64, part64, t64, xc, max_iter, tol,
-        drop_rtol, reg) -> (status, n_iter, loglik)`` (``xc``: pass
-        ``EXP_CONSTS``), where ``params`` (float64) is
-        updated in place and the rest are scratch: ``coef`` and ``stats``
-        float64 of the family's sizes, ``tot`` float64 of one component's
-        statistics, ``dcoef``, ``part`` and ``t`` (length M) in the compute
-        dtype, and ``dcoef64``, ``part64``, ``t64`` the same in float64 (used
-        only when the compute dtype is not float64).
+        ``em(feat, feat64, stride, lo, hi, lane, step, const, params, coef,
+        dcoef, stats, part, tot, t, dcoef64, part64, t64, back, xc, max_iter,
+        tol, drop_rtol, reg) -> (status, n_iter, loglik)`` (``xc``: pass
+        ``EXP_CONSTS``), where ``feat`` holds the features in the compute
+        dtype and ``feat64`` in float64 (the same array when the compute
+        dtype is float64), ``params`` (float64) is updated in place and the
+        rest are scratch: ``coef`` and ``stats`` float64 of the family's
+        sizes, ``tot`` float64 of one component's statistics, ``dcoef``,
+        ``part`` and ``t`` (length M) in the compute dtype, ``dcoef64``,
+        ``part64``, ``t64`` the same in float64 and ``back`` float64 of the
+        parameters' size.
 
-    With a float32 compute dtype the iterations run in float32, but the
-    returned log-likelihood is one more pass in float64 at the returned
-    parameters: the figure users compare across starts and models is then
-    accurate to float64 rounding of the data, not to float32 sums.
+    With a float32 compute dtype the iterations run in float32 on ``feat``,
+    with two exceptions that read ``feat64``:
+
+    * the dataset's totals and the returned log-likelihood (one more pass in
+      float64 at the returned parameters): the figure users compare across
+      starts and models is then accurate to float64 rounding of the data,
+      not to float32 sums;
+    * a fit that float32 would stop as degenerate (a failed M-step, a
+      log-likelihood that fell or is not finite) goes back to the parameters
+      before the M-step that failed and runs on in float64 from there.  Such
+      fits are mostly starts heading for a collapsing component, whose
+      statistics float32 cannot resolve; in float64 they end as float64 fits
+      from the same start do (on the CPU, issue-4 batch, 5,000 starts: misses
+      beyond 1e-6 of float64 went from 18 to 3; reading the float32 features
+      in the float64 passes left 11).
     """
     M = n_components
     D = n_dims
@@ -352,7 +365,10 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
     _, shift64_f, estep64_f, _, _ = make_pass(family, M, D, np.float64, jit)
     stop_f = make_stop(jit)
     LEAD = first == 1 and M > 1
-    P = family.n_params(M, D) // M  # parameters per component, the weight first
+    NP = family.n_params(M, D)
+    P = NP // M  # parameters per component, the weight first
+    NONFINITE = config.DEGENERATE_NONFINITE  # this and above: the degenerate statuses
+    DROP64 = config.DECREASE_RTOL["float64"]
 
     def lead_py(params):
         # With float32 the pass derives component 0 from the totals, which is
@@ -366,37 +382,63 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
 
     lead = jit(lead_py)
 
-    def em(feat, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot, t,
-           dcoef64, part64, t64, xc, max_iter, tol, drop_rtol, reg):
+    def em(feat, feat64, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot,
+           t, dcoef64, part64, t64, back, xc, max_iter, tol, drop_rtol, reg):
         n = hi - lo
         for k in range(S):
             tot[k] = 0.0
-        totals_f(feat, stride, lo + lane, hi, step, tot)
+        totals_f(feat64, stride, lo + lane, hi, step, tot)
         allreduce_vec(tot, 0, S)
+        for k in range(NP):
+            back[k] = params[k]
         it = 0
         ll_prev = 0.0
+        wide = not REPORT64  # the iterations run in float64
         while True:
-            if LEAD:
+            if LEAD and not wide:
                 lead(params)
             coef_f(params, M, D, coef)
-            base = shift_f(coef, tot, dcoef)
             for k in range(NS):
                 stats[k] = 0.0
-            ll = estep_f(dcoef, feat, stride, lo + lane, hi, step, stats, part, t, xc)
-            ll = allreduce(ll) + base + const
-            allreduce_vec(stats, K0, NS)
-            complete_f(stats, tot)
-            status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
+            if wide:
+                base = shift64_f(coef, tot, dcoef64)
+                ll = estep64_f(dcoef64, feat64, stride, lo + lane, hi, step, stats, part64, t64, xc)
+                ll = allreduce(ll) + base + const
+                allreduce_vec(stats, 0, NS)
+                status = stop_f(ll, ll_prev, it, max_iter, tol, DROP64)
+            else:
+                base = shift_f(coef, tot, dcoef)
+                ll = estep_f(dcoef, feat, stride, lo + lane, hi, step, stats, part, t, xc)
+                ll = allreduce(ll) + base + const
+                allreduce_vec(stats, K0, NS)
+                complete_f(stats, tot)
+                status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
+                if status >= NONFINITE:
+                    # The last float32 M-step failed the fit: redo it in float64.
+                    wide = True
+                    for k in range(NP):
+                        params[k] = back[k]
+                    it = max(it - 1, 0)
+                    ll_prev = -math.inf  # nothing to compare the redone E-step with
+                    continue
             if status >= 0:
-                if REPORT64:  # the returned log-likelihood, in float64 at the same parameters
+                if not wide:  # the returned log-likelihood, in float64 at the same parameters
                     base = shift64_f(coef, tot, dcoef64)
-                    ll = estep64_f(dcoef64, feat, stride, lo + lane, hi, step, stats, part64, t64,
+                    ll = estep64_f(dcoef64, feat64, stride, lo + lane, hi, step, stats, part64, t64,
                                    xc)
                     ll = allreduce(ll) + base + const
                 return status, it, ll
+            for k in range(NP):
+                back[k] = params[k]
             status = mstep_f(stats, params, M, D, n, reg)
             if status != 0:
-                return status, it, ll
+                if wide:
+                    return status, it, ll
+                wide = True  # this float32 M-step failed: redo it in float64
+                for k in range(NP):
+                    params[k] = back[k]
+                ll_prev = -math.inf
+                continue
             ll_prev = ll
             it += 1
 

@@ -46,7 +46,8 @@ class Chunk:
     fit_ds : ndarray of shape (n_fits,)
         Position in ``datasets`` of each fit's dataset.
     feat, offsets, const, stride
-        The chunk's datasets packed as the kernel wants them (filled by :func:`pack`).
+        The chunk's datasets packed as the kernel wants them (filled by
+        :func:`pack`; ``feat`` in float64, the engine makes the compute-dtype copy).
     """
 
     datasets: np.ndarray
@@ -92,7 +93,9 @@ def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int,
     """
     first, counts = _fit_ranges(job) if ranges is None else ranges
     n_feat = job.family.n_features(job.n_dims)
-    item = np.dtype(job.dtype).itemsize
+    item = 8  # bytes per feature value: float64, and a copy in a narrower compute dtype
+    if np.dtype(job.dtype) != np.float64:
+        item += np.dtype(job.dtype).itemsize
     per_fit = job.params.shape[1] * 8 + 32  # params, status, n_iter, loglik, fit_ds
     n_obs = job.offsets[datasets + 1] - job.offsets[datasets]
     n_fits = counts[datasets]
@@ -146,8 +149,7 @@ def pack(job, chunk: Chunk) -> Chunk:
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     idx = np.repeat(lo - offsets[:-1], lens) + np.arange(offsets[-1])
-    feat, chunk.const = job.features(job.values[idx], offsets)
-    chunk.feat = feat.astype(job.dtype, copy=False)
+    chunk.feat, chunk.const = job.features(job.values[idx], offsets)
     chunk.offsets = offsets
     chunk.stride = int(offsets[-1])
     return chunk
