@@ -112,23 +112,9 @@ class Job:
         """Per-dataset sums of the family's shared log-density term, ``(n_valid,)``."""
         return self._whole[1]
 
-    def draw_starts(self, fits: np.ndarray | None = None) -> None:
-        """Write the starting values of ``fits`` (default: all) into ``init``, on every core.
-
-        A fit's starting values depend only on its dataset, start number and
-        the seed, so drawing them in pieces gives the same values.
-        """
-        if fits is None:
-            self.start_plan.fill(self.fit_ds, self.fit_start, self.init)
-            return
-        lo = int(fits[0]) if len(fits) else 0
-        if np.array_equal(fits, np.arange(lo, lo + len(fits))):  # a range: no copy
-            rows = slice(lo, lo + len(fits))
-            self.start_plan.fill(self.fit_ds[rows], self.fit_start[rows], self.init[rows])
-            return
-        out = np.empty((len(fits), self.init.shape[1]))
-        self.start_plan.fill(self.fit_ds[fits], self.fit_start[fits], out)
-        self.init[fits] = out
+    def draw_starts(self) -> None:
+        """Write every fit's starting values into ``init`` (on every core)."""
+        self.start_plan.fill(self.fit_ds, self.fit_start, self.init)
 
 
 def _check_int(name: str, value: Any, low: int) -> int:

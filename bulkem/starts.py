@@ -133,7 +133,7 @@ def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start,
 
 
 def _make_subset_kernel(init_fn):
-    @njit(parallel=True, nogil=True)  # the CUDA scheduler launches meanwhile
+    @njit(parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, k, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -235,7 +235,7 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
 
 
 def _make_centre_kernel(init_fn):
-    @njit(parallel=True, nogil=True)
+    @njit(parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]

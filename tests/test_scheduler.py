@@ -67,11 +67,6 @@ def test_starts_drawn_by_chunk_equal_starts_drawn_at_once(family, method):
         out = np.full((len(piece), whole.shape[1]), np.nan)
         job.start_plan.fill(job.fit_ds[piece], job.fit_start[piece], out)
         assert np.array_equal(out, whole[piece])
-    job.init[:] = np.nan  # Job.draw_starts in pieces, as the GPU scheduler draws them
-    for piece in (np.arange(3, 9), rows[:4], rows[4:]):  # a range (written in place), a scatter
-        job.draw_starts(piece)
-        assert np.array_equal(job.init[piece], whole[piece])
-    assert np.array_equal(job.init, whole)
 
 
 def test_balance_splits_cost_evenly():

@@ -357,22 +357,68 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
     D = n_dims
     NS = family.n_stats(M, D)
     S = NS // M
-    coef_f = jit(family.coef)
-    mstep_f = jit(family.mstep)
-    totals_f, shift_f, estep_f, complete_f, first = make_pass(family, M, D, dtype, jit, approx)
-    K0 = S * first  # statistics the pass sums
-    REPORT64 = dtype != np.float64
-    _, shift64_f, estep64_f, _, _ = make_pass(family, M, D, np.float64, jit)
-    stop_f = make_stop(jit)
-    LEAD = first == 1 and M > 1
-    NP = family.n_params(M, D)
-    P = NP // M  # parameters per component, the weight first
-    NONFINITE = config.DEGENERATE_NONFINITE  # this and above: the degenerate statuses
+    NARROW = dtype != np.float64
+    wide = make_pass(family, M, D, np.float64, jit)
+    loop64 = _make_loop(family, M, D, jit, allreduce, allreduce_vec, wide, rescue=False)
+    loop = loop64  # (not called in float64)
+    if NARROW:
+        loop = _make_loop(family, M, D, jit, allreduce, allreduce_vec,
+                          make_pass(family, M, D, dtype, jit, approx), rescue=True)
+    totals64_f, shift64_f, estep64_f = wide.totals, wide.shift, wide.estep
     DROP64 = config.DECREASE_RTOL["float64"]
 
+    def em(feat, feat64, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot,
+           t, dcoef64, part64, t64, back, xc, max_iter, tol, drop_rtol, reg):
+        for k in range(S):
+            tot[k] = 0.0
+        totals64_f(feat64, stride, lo + lane, hi, step, tot)
+        allreduce_vec(tot, 0, S)
+        if not NARROW:
+            return loop64(feat64, stride, lo, hi, lane, step, const, params, coef, dcoef64, stats,
+                          part64, tot, t64, back, xc, 0, 0.0, max_iter, tol, drop_rtol, reg)
+        status, it, ll = loop(feat, stride, lo, hi, lane, step, const, params, coef, dcoef,
+                              stats, part, tot, t, back, xc, 0, 0.0, max_iter, tol, drop_rtol,
+                              reg)
+        if status >= 0:  # the returned log-likelihood, in float64 at the same parameters
+            base = shift64_f(coef, tot, dcoef64)  # (coef: the loop's last, of these parameters)
+            ll = estep64_f(dcoef64, feat64, stride, lo + lane, hi, step, stats, part64, t64, xc)
+            return status, it, allreduce(ll) + base + const
+        # float32 would have stopped the fit as degenerate: on in float64
+        # from the parameters before the M-step that failed (nothing to
+        # compare the first float64 log-likelihood with).
+        return loop64(feat64, stride, lo, hi, lane, step, const, params, coef, dcoef64, stats,
+                      part64, tot, t64, back, xc, it, -math.inf, max_iter, tol, DROP64, reg)
+
+    return jit(em)
+
+
+def _make_loop(family, M, D, jit, allreduce, allreduce_vec, pieces: Pass, rescue: bool):
+    """The EM iterations of :func:`make_em` with one pass (one compute dtype).
+
+    ``loop(feat, stride, lo, hi, lane, step, const, params, coef, dcoef, stats,
+    part, tot, t, back, xc, it, ll_prev, max_iter, tol, drop_rtol, reg) ->
+    (status, n_iter, loglik)`` iterates from M-step ``it`` on, ``ll_prev``
+    being the log-likelihood before it.  With ``rescue``, a fit it would stop
+    as degenerate returns status -1 instead, with ``params`` set back to
+    before the M-step that failed and ``n_iter`` the number of M-steps
+    before that one.
+    """
+    NS = family.n_stats(M, D)
+    S = NS // M
+    NP = family.n_params(M, D)
+    P = NP // M  # parameters per component, the weight first
+    coef_f = jit(family.coef)
+    mstep_f = jit(family.mstep)
+    stop_f = make_stop(jit)
+    _, shift_f, estep_f, complete_f, first = pieces
+    K0 = S * first  # statistics the pass sums
+    LEAD = first == 1 and M > 1
+    RESCUE = rescue
+    NONFINITE = config.DEGENERATE_NONFINITE  # this and above: the degenerate statuses
+
     def lead_py(params):
-        # With float32 the pass derives component 0 from the totals, which is
-        # accurate only while component 0 is not small: keep the heaviest first.
+        # The pass derives component 0 from the totals, which is accurate only
+        # while component 0 is not small: keep the heaviest first.
         for m in range(1, M):
             if params[P * m] > params[0]:
                 for k in range(P):
@@ -382,64 +428,41 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
 
     lead = jit(lead_py)
 
-    def em(feat, feat64, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot,
-           t, dcoef64, part64, t64, back, xc, max_iter, tol, drop_rtol, reg):
+    def loop(feat, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot, t,
+             back, xc, it, ll_prev, max_iter, tol, drop_rtol, reg):
         n = hi - lo
-        for k in range(S):
-            tot[k] = 0.0
-        totals_f(feat64, stride, lo + lane, hi, step, tot)
-        allreduce_vec(tot, 0, S)
-        for k in range(NP):
-            back[k] = params[k]
-        it = 0
-        ll_prev = 0.0
-        wide = not REPORT64  # the iterations run in float64
-        while True:
-            if LEAD and not wide:
-                lead(params)
-            coef_f(params, M, D, coef)
-            for k in range(NS):
-                stats[k] = 0.0
-            if wide:
-                base = shift64_f(coef, tot, dcoef64)
-                ll = estep64_f(dcoef64, feat64, stride, lo + lane, hi, step, stats, part64, t64, xc)
-                ll = allreduce(ll) + base + const
-                allreduce_vec(stats, 0, NS)
-                status = stop_f(ll, ll_prev, it, max_iter, tol, DROP64)
-            else:
-                base = shift_f(coef, tot, dcoef)
-                ll = estep_f(dcoef, feat, stride, lo + lane, hi, step, stats, part, t, xc)
-                ll = allreduce(ll) + base + const
-                allreduce_vec(stats, K0, NS)
-                complete_f(stats, tot)
-                status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
-                if status >= NONFINITE:
-                    # The last float32 M-step failed the fit: redo it in float64.
-                    wide = True
-                    for k in range(NP):
-                        params[k] = back[k]
-                    it = max(it - 1, 0)
-                    ll_prev = -math.inf  # nothing to compare the redone E-step with
-                    continue
-            if status >= 0:
-                if not wide:  # the returned log-likelihood, in float64 at the same parameters
-                    base = shift64_f(coef, tot, dcoef64)
-                    ll = estep64_f(dcoef64, feat64, stride, lo + lane, hi, step, stats, part64, t64,
-                                   xc)
-                    ll = allreduce(ll) + base + const
-                return status, it, ll
+        if RESCUE:
             for k in range(NP):
                 back[k] = params[k]
-            status = mstep_f(stats, params, M, D, n, reg)
-            if status != 0:
-                if wide:
-                    return status, it, ll
-                wide = True  # this float32 M-step failed: redo it in float64
+        while True:
+            if LEAD:
+                lead(params)
+            coef_f(params, M, D, coef)
+            base = shift_f(coef, tot, dcoef)
+            for k in range(NS):
+                stats[k] = 0.0
+            ll = estep_f(dcoef, feat, stride, lo + lane, hi, step, stats, part, t, xc)
+            ll = allreduce(ll) + base + const
+            allreduce_vec(stats, K0, NS)
+            complete_f(stats, tot)
+            status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
+            if RESCUE and status >= NONFINITE:  # the last M-step failed the fit
                 for k in range(NP):
                     params[k] = back[k]
-                ll_prev = -math.inf
-                continue
+                return -1, max(it - 1, 0), ll
+            if status >= 0:
+                return status, it, ll
+            if RESCUE:
+                for k in range(NP):
+                    back[k] = params[k]
+            status = mstep_f(stats, params, M, D, n, reg)
+            if status != 0:
+                if RESCUE:  # this M-step failed the fit
+                    for k in range(NP):
+                        params[k] = back[k]
+                    return -1, it, ll
+                return status, it, ll
             ll_prev = ll
             it += 1
 
-    return jit(em)
+    return jit(loop)

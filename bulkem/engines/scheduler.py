@@ -6,14 +6,14 @@ equal cost (so that no stream is left with all the long fits), and chunks are
 cut further where their data and fit arrays would not fit a share of the
 device's free memory.  Within a chunk, datasets run largest first (long fits
 start early; neighbouring fits in a block cost about the same).
-The calling thread draws the starts chunk by chunk (on every core) in launch
-order and launches each GPU's first chunk itself.  Each GPU gets its share of
+The starts are drawn first, on every core, and the calling thread launches
+each GPU's first chunk itself.  Each GPU gets its share of
 ``config.CUDA_HOST_THREADS`` host threads; each takes chunks from its
 device's queue, packs them (gathers their datasets and computes the
-features), waits for their starts and keeps ``config.CUDA_CHUNKS_IN_FLIGHT``
-launched at once on streams of its own: the next chunk is packed and copied
-while the GPU runs the previous one.  Once the first chunks are launched, the
-calling thread builds the tables that need the starts only.
+features), and keeps ``config.CUDA_CHUNKS_IN_FLIGHT`` launched at once on
+streams of its own: the next chunk is packed and copied while the GPU runs
+the previous one.  Once the first chunks are launched, the calling thread
+builds the tables that need the starts only.
 A fit depends only on its own inputs, so the results are the same whatever
 the chunking, the number of threads or the number of GPUs.
 """
@@ -21,11 +21,10 @@ the chunking, the number of threads or the number of GPUs.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,8 +49,6 @@ class Chunk:
     feat, offsets, const, stride
         The chunk's datasets packed as the kernel wants them (filled by
         :func:`pack`; ``feat`` in float64, the engine makes the compute-dtype copy).
-    drawn
-        Set once the chunk's starting values are in ``job.init``.
     """
 
     datasets: np.ndarray
@@ -61,7 +58,6 @@ class Chunk:
     offsets: np.ndarray | None = None
     const: np.ndarray | None = None
     stride: int = 0
-    drawn: threading.Event = field(default_factory=threading.Event)  # its starts are in job.init
 
 
 def _fit_ranges(job) -> tuple[np.ndarray, np.ndarray]:
@@ -177,9 +173,9 @@ def _budget(n_in_flight: int) -> int:
 def run_fits(job, progress, on_starts=None) -> None:
     """Run every fit of a job on all GPUs, in place.
 
-    The starts are drawn chunk by chunk, on every core, while the GPUs
-    start.  ``on_starts()``, if given, then runs in the calling thread while
-    the GPUs work, once the host threads have launched their first chunks.
+    The starts are drawn first, on every core.  ``on_starts()``, if given,
+    then runs in the calling thread while the GPUs work, once the host
+    threads have launched their first chunks.
     """
     simulated = cuda_engine.numba_config.ENABLE_CUDASIM
     devices = [0] if simulated else _devices()
@@ -243,12 +239,10 @@ def run_fits(job, progress, on_starts=None) -> None:
                     started = None
                     chunk = None if errors else _next(work)
                     if chunk is not None:
-                        pack(job, chunk)
-                        chunk.drawn.wait()
-                        if not errors:
-                            started = cuda_engine.launch(job, chunk, streams[n % len(streams)])
-                            n += 1  # the streams in turn
-                            count_launch()
+                        started = cuda_engine.launch(job, pack(job, chunk),
+                                                     streams[n % len(streams)])
+                        n += 1  # the streams in turn
+                        count_launch()
                     if running is not None:
                         finish(running)
                     if started is None:
@@ -266,58 +260,38 @@ def run_fits(job, progress, on_starts=None) -> None:
             plans.append((dev, chunks, min(n_threads, len(chunks))))
     # on_starts waits until every host thread has launched its first chunks
     first_launches = sum(min(n * config.CUDA_CHUNKS_IN_FLIGHT, len(c)) for _, c, n in plans)
+    job.draw_starts()
     if simulated:
-        job.draw_starts()
         for dev, chunks, _ in plans:
-            for c in chunks:
-                c.drawn.set()
             worker(dev, _queue(chunks))
         if errors:
             raise errors[0]
         if on_starts is not None:
             on_starts()
         return
-    # This thread draws the starts chunk by chunk in launch order and launches
-    # each GPU's first chunk itself, so that no GPU waits for all the starts
-    # or for a worker thread to get the GIL; the workers do the rest.
-    launch_order = [c for rank in itertools.zip_longest(*(c for _, c, _ in plans))
-                    for c in rank if c is not None]
+    # This thread launches each GPU's first chunk itself, one GPU after the
+    # other, then starts the workers: a worker started first would hold the
+    # GIL while the next GPU waits for its first launch.
     threads = []
     try:
-        for c in launch_order[:len(plans)]:
-            _draw(job, c)
-        opening = []  # each GPU's first chunk, launched
-        for dev, chunks, _ in plans:
+        todo = []
+        for dev, chunks, n_dev_threads in plans:
             with cuda.gpus[dev]:
-                opening.append(cuda_engine.launch(job, pack(job, chunks[0]), cuda.stream()))
+                opening = cuda_engine.launch(job, pack(job, chunks[0]), cuda.stream())
             count_launch()
-        for (dev, chunks, n_dev_threads), run in zip(plans, opening, strict=True):
             work = _queue(chunks[1:])
-            for k in range(n_dev_threads):
-                threads.append(threading.Thread(target=worker, args=(dev, work),
-                                                kwargs={"running": run if k == 0 else None},
-                                                daemon=True))
-                threads[-1].start()
-        for c in launch_order[len(plans):]:
-            _draw(job, c)
+            todo += [(dev, work, opening if k == 0 else None) for k in range(n_dev_threads)]
+        for args in todo:
+            threads.append(threading.Thread(target=worker, args=args, daemon=True))
+            threads[-1].start()
         if on_starts is not None:
             first_round.wait()
             on_starts()
-    except BaseException as err:
-        errors.append(err)
-        for c in launch_order:
-            c.drawn.set()  # a worker waiting for its starts sees the error
-        raise
     finally:
         for t in threads:
             t.join()
     if errors:
         raise errors[0]
-
-
-def _draw(job, chunk: Chunk) -> None:
-    job.draw_starts(chunk.fits)
-    chunk.drawn.set()
 
 
 def _queue(chunks: list[Chunk]) -> queue.Queue:
