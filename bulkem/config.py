@@ -16,6 +16,9 @@ DEGENERATE_NONFINITE = 2  # NaN or infinite log-likelihood
 DEGENERATE_PARAM = 3  # non-positive or non-finite parameter after an M-step
 DEGENERATE_COLLAPSE = 4  # a component lost (almost) all its mass or variance
 DEGENERATE_DECREASE = 5  # log-likelihood fell by more than rounding
+# Internal, never in the tables: a float32 fit that gave up, to be fitted
+# again in float64 from its start (see bulkem.engines.driver.make_em).
+REDO_FLOAT64 = 6
 
 # --- EM numerics ---
 # A component whose summed responsibility falls below this many observations

@@ -150,7 +150,7 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
         raise ValueError(f"{G} lanes per fit (config.CUDA_LANES_PER_FIT*); expected a power "
                          "of 2 up to 32.")
     em = make_em(family, n_components, n_dims, dtype.type, _device, *_group_sums(G),
-                 _APPROX32 if dtype == np.float32 else None)
+                 _APPROX32 if dtype == np.float32 else None, redo_here=False)
     NP = family.n_params(n_components, n_dims)
     NC = family.n_coef(n_components, n_dims)
     NS = family.n_stats(n_components, n_dims)
@@ -353,10 +353,38 @@ def finish(job, run: Running, watch=None) -> None:
     run.stream.synchronize()
     fits = run.chunk.fits
     params, status, n_iter, loglik = _views(run.host, run.layout)[5:]
+    redo = np.flatnonzero(status == config.REDO_FLOAT64)
+    if len(redo):
+        params[redo], status[redo], n_iter[redo], loglik[redo] = _refit64(job, run, redo)
     job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
         params, status, n_iter, loglik)
     if run.pooled is not None:
         _give_buffer(run.pooled)
+
+
+def _refit64(job, run: Running, redo: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Fit again in float64, from their starts, a chunk's float32 fits that gave up.
+
+    They run as fits of a float64 batch would (the same kernel), on the
+    chunk's float64 features, still on the GPU: a few fits, after the chunk.
+    Returns their parameters, status, iterations and log-likelihoods.
+    """
+    lanes = lanes_per_fit(job.tol, np.float64)
+    kernel = _kernel(job.family, job.n_components, job.n_dims, np.dtype(np.float64), lanes)
+    feat64, offsets, const = _views(run.device, run.layout)[:3]
+    s = run.stream
+    fit_ds = cuda.to_device(run.chunk.fit_ds[redo], stream=s)
+    params = cuda.to_device(job.init[run.chunk.fits[redo]], stream=s)
+    status = cuda.to_device(np.full(len(redo), -1, np.int32), stream=s)
+    n_iter = cuda.device_array(len(redo), np.int32, stream=s)
+    loglik = cuda.device_array(len(redo), np.float64, stream=s)
+    fpb = _fits_per_block(lanes)
+    kernel[(len(redo) + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, s](
+        feat64, feat64, run.chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+        EXP_CONSTS, job.max_iter, job.tol, config.DECREASE_RTOL["float64"], job.reg)
+    out = tuple(a.copy_to_host(stream=s) for a in (params, status, n_iter, loglik))
+    s.synchronize()
+    return out
 
 
 def run_fits(job, progress, on_starts=None) -> None:

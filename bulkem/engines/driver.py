@@ -301,7 +301,8 @@ def make_stop(jit):
     return jit(stop)
 
 
-def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, approx=None):
+def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, approx=None,
+            redo_here=True):
     """Build the single-fit EM loop.
 
     Parameters
@@ -321,6 +322,12 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
         ``allreduce_vec(a, lo, hi)``: the same, in place, for ``a[lo:hi]``.
     approx : tuple, optional
         See :func:`make_pass`.
+    redo_here : bool
+        What a float32 fit that gives up does (see below): fit again in
+        float64 at once (True), or return status ``config.REDO_FLOAT64`` for
+        the engine to refit it in float64 (False: the GPU engine, where the
+        float64 iterations of one fit would hold up the float32 fits sharing
+        its warp).
 
     Returns
     -------
@@ -345,25 +352,26 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
       starts and models is then accurate to float64 rounding of the data,
       not to float32 sums;
     * a fit that float32 would stop as degenerate (a failed M-step, a
-      log-likelihood that fell or is not finite) goes back to the parameters
-      before the M-step that failed and runs on in float64 from there.  Such
-      fits are mostly starts heading for a collapsing component, whose
-      statistics float32 cannot resolve; in float64 they end as float64 fits
-      from the same start do (on the CPU, issue-4 batch, 5,000 starts: misses
-      beyond 1e-6 of float64 went from 18 to 3; reading the float32 features
-      in the float64 passes left 11).
+      log-likelihood that fell or is not finite) gives up and is fitted again
+      in float64 from its start (see ``redo_here``): it is then the float64
+      fit from that start.  Such fits are mostly starts heading for a
+      collapsing component, whose statistics float32 cannot resolve (on the
+      CPU, issue-4 batch, 5,000 starts: misses beyond 1e-6 of float64 went
+      from 18 to 3; with the float32 features in the float64 passes, 11).
     """
     M = n_components
     D = n_dims
-    NS = family.n_stats(M, D)
-    S = NS // M
+    S = family.n_stats(M, D) // M
+    NP = family.n_params(M, D)
     NARROW = dtype != np.float64
+    REDO_HERE = redo_here
+    REDO = config.REDO_FLOAT64
     wide = make_pass(family, M, D, np.float64, jit)
-    loop64 = _make_loop(family, M, D, jit, allreduce, allreduce_vec, wide, rescue=False)
+    loop64 = _make_loop(family, M, D, jit, allreduce, allreduce_vec, wide, give_up=False)
     loop = loop64  # (not called in float64)
     if NARROW:
         loop = _make_loop(family, M, D, jit, allreduce, allreduce_vec,
-                          make_pass(family, M, D, dtype, jit, approx), rescue=True)
+                          make_pass(family, M, D, dtype, jit, approx), give_up=True)
     totals64_f, shift64_f, estep64_f = wide.totals, wide.shift, wide.estep
     DROP64 = config.DECREASE_RTOL["float64"]
 
@@ -375,45 +383,44 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
         allreduce_vec(tot, 0, S)
         if not NARROW:
             return loop64(feat64, stride, lo, hi, lane, step, const, params, coef, dcoef64, stats,
-                          part64, tot, t64, back, xc, 0, 0.0, max_iter, tol, drop_rtol, reg)
+                          part64, tot, t64, xc, max_iter, tol, drop_rtol, reg)
+        if REDO_HERE:
+            for k in range(NP):
+                back[k] = params[k]
         status, it, ll = loop(feat, stride, lo, hi, lane, step, const, params, coef, dcoef,
-                              stats, part, tot, t, back, xc, 0, 0.0, max_iter, tol, drop_rtol,
-                              reg)
+                              stats, part, tot, t, xc, max_iter, tol, drop_rtol, reg)
         if status >= 0:  # the returned log-likelihood, in float64 at the same parameters
             base = shift64_f(coef, tot, dcoef64)  # (coef: the loop's last, of these parameters)
             ll = estep64_f(dcoef64, feat64, stride, lo + lane, hi, step, stats, part64, t64, xc)
             return status, it, allreduce(ll) + base + const
-        # float32 would have stopped the fit as degenerate: on in float64
-        # from the parameters before the M-step that failed (nothing to
-        # compare the first float64 log-likelihood with).
+        if not REDO_HERE:
+            return REDO, it, ll
+        for k in range(NP):  # float32 gave up: the fit again, in float64, from its start
+            params[k] = back[k]
         return loop64(feat64, stride, lo, hi, lane, step, const, params, coef, dcoef64, stats,
-                      part64, tot, t64, back, xc, it, -math.inf, max_iter, tol, DROP64, reg)
+                      part64, tot, t64, xc, max_iter, tol, DROP64, reg)
 
     return jit(em)
 
 
-def _make_loop(family, M, D, jit, allreduce, allreduce_vec, pieces: Pass, rescue: bool):
+def _make_loop(family, M, D, jit, allreduce, allreduce_vec, pieces: Pass, give_up: bool):
     """The EM iterations of :func:`make_em` with one pass (one compute dtype).
 
     ``loop(feat, stride, lo, hi, lane, step, const, params, coef, dcoef, stats,
-    part, tot, t, back, xc, it, ll_prev, max_iter, tol, drop_rtol, reg) ->
-    (status, n_iter, loglik)`` iterates from M-step ``it`` on, ``ll_prev``
-    being the log-likelihood before it.  With ``rescue``, a fit it would stop
-    as degenerate returns status -1 instead, with ``params`` set back to
-    before the M-step that failed and ``n_iter`` the number of M-steps
-    before that one.
+    part, tot, t, xc, max_iter, tol, drop_rtol, reg) -> (status, n_iter,
+    loglik)``.  With ``give_up``, a fit it would stop as degenerate returns
+    status -1 instead.
     """
     NS = family.n_stats(M, D)
     S = NS // M
-    NP = family.n_params(M, D)
-    P = NP // M  # parameters per component, the weight first
+    P = family.per_component(D)  # parameters per component, the weight first
     coef_f = jit(family.coef)
     mstep_f = jit(family.mstep)
     stop_f = make_stop(jit)
     _, shift_f, estep_f, complete_f, first = pieces
     K0 = S * first  # statistics the pass sums
     LEAD = first == 1 and M > 1
-    RESCUE = rescue
+    GIVE_UP = give_up
     NONFINITE = config.DEGENERATE_NONFINITE  # this and above: the degenerate statuses
 
     def lead_py(params):
@@ -429,11 +436,10 @@ def _make_loop(family, M, D, jit, allreduce, allreduce_vec, pieces: Pass, rescue
     lead = jit(lead_py)
 
     def loop(feat, stride, lo, hi, lane, step, const, params, coef, dcoef, stats, part, tot, t,
-             back, xc, it, ll_prev, max_iter, tol, drop_rtol, reg):
+             xc, max_iter, tol, drop_rtol, reg):
         n = hi - lo
-        if RESCUE:
-            for k in range(NP):
-                back[k] = params[k]
+        it = 0
+        ll_prev = 0.0
         while True:
             if LEAD:
                 lead(params)
@@ -446,22 +452,11 @@ def _make_loop(family, M, D, jit, allreduce, allreduce_vec, pieces: Pass, rescue
             allreduce_vec(stats, K0, NS)
             complete_f(stats, tot)
             status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
-            if RESCUE and status >= NONFINITE:  # the last M-step failed the fit
-                for k in range(NP):
-                    params[k] = back[k]
-                return -1, max(it - 1, 0), ll
             if status >= 0:
-                return status, it, ll
-            if RESCUE:
-                for k in range(NP):
-                    back[k] = params[k]
+                return -1 if GIVE_UP and status >= NONFINITE else status, it, ll
             status = mstep_f(stats, params, M, D, n, reg)
             if status != 0:
-                if RESCUE:  # this M-step failed the fit
-                    for k in range(NP):
-                        params[k] = back[k]
-                    return -1, it, ll
-                return status, it, ll
+                return -1 if GIVE_UP else status, it, ll
             ll_prev = ll
             it += 1
 
