@@ -70,7 +70,8 @@ def profile(data, args, dtype: str) -> None:
     start.record(stream)
     kernel[(n + fpb - 1) // fpb, bulkem.config.CUDA_WARPS_PER_BLOCK * 32, stream](
         feat, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-        cuda_engine.EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
+        cuda_engine.EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg,
+        cuda.device_array(0, np.int64), cuda.device_array(0, np.int32))  # (no refits here)
     stop.record(stream)
     stop.synchronize()
     t_kernel_wall = ms(t0)

@@ -55,7 +55,7 @@ def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
     fdt = float32 if dtype == "float32" else float64
     sig = (fdt[::1], float64[::1], int64, int64[::1], int64[::1], float64[::1], float64[:, ::1],
            int32[::1], int32[::1], float64[::1], types.UniTuple(float64, len(driver.EXP_CONSTS)),
-           int64, float64, float64, float64)
+           int64, float64, float64, float64, int64[::1], int32[::1])
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
     with tempfile.TemporaryDirectory() as tmp:
         src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")

@@ -161,13 +161,19 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
     opts = ({} if config.CUDA_MAX_REGISTERS is None or numba_config.ENABLE_CUDASIM  # no such option
             else {"max_registers": config.CUDA_MAX_REGISTERS})
 
+    REDO = config.REDO_FLOAT64
+
     @cuda.jit(**opts)
     def kernel(feat, feat64, stride, offsets, fit_ds, const, params_io, status, n_iter, loglik,
-               xc, max_iter, tol, drop_rtol, reg):
+               xc, max_iter, tol, drop_rtol, reg, picked, n_picked):
         tid = cuda.threadIdx.x
         f = cuda.blockIdx.x * FPB + tid // G
         lane = tid % G
-        if f >= fit_ds.shape[0]:
+        if len(n_picked):  # only the fits listed in picked[:n_picked[0]]
+            if f >= n_picked[0]:
+                return
+            f = picked[f]
+        elif f >= fit_ds.shape[0]:
             return  # the fit's lanes leave together
         params = cuda.local.array(NP, float64)
         coef = cuda.local.array(NC, float64)
@@ -179,7 +185,7 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
         dcoef64 = cuda.local.array(NC, float64)  # (float32 fits' final float64 pass)
         part64 = cuda.local.array(NS, float64)
         t64 = cuda.local.array(M, float64)
-        back = cuda.local.array(NP, float64)  # (parameters before the last M-step)
+        back = cuda.local.array(NP, float64)  # (unused: float32 fits that give up, REDO)
         for k in range(NP):
             params[k] = params_io[f, k]
         d = fit_ds[f]
@@ -190,11 +196,20 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
             status[f] = st
             n_iter[f] = it
             loglik[f] = ll
-            for k in range(NP):
-                params_io[f, k] = params[k]
+            if st != REDO:  # (a fit to do again keeps its start)
+                for k in range(NP):
+                    params_io[f, k] = params[k]
 
     _kernels[key] = kernel
     return kernel
+
+
+@cuda.jit
+def _pick(status, value, picked, n_picked):
+    """List in ``picked[:n_picked[0]]`` the fits whose status is ``value`` (in any order)."""
+    f = cuda.grid(1)
+    if f < status.shape[0] and status[f] == value:
+        picked[cuda.atomic.add(n_picked, 0, 1)] = f
 
 
 _ALIGN = 256  # bytes: where each array of a chunk's buffer starts
@@ -205,19 +220,21 @@ _pool_lock = threading.Lock()
 def _layout(job, chunk) -> list[tuple[int, np.dtype, tuple]]:
     """A chunk's arrays in its one buffer: (byte offset, dtype, shape) of each.
 
-    In order: the inputs (float64 features, offsets, constants, fit datasets,
-    the features in the compute dtype unless that is float64), then the
-    arrays the kernel writes (parameters, which come in as the starts,
-    status, iterations, log-likelihoods).  One copy takes everything up to the
-    status to the GPU and one brings the parameters onwards back.
+    In order: the inputs (float64 features, offsets, constants, fit datasets;
+    unless the compute dtype is float64, the features in it and a zero, the
+    count of fits to do again), then the arrays the kernel writes
+    (parameters, which come in as the starts, status, iterations,
+    log-likelihoods; unless float64, the list of fits to do again, on the
+    GPU only).  One copy takes everything up to the status to the GPU and one
+    brings the parameters to the log-likelihoods back.
     """
     n = len(chunk.fits)
     narrow = np.dtype(job.dtype) != np.float64
     arrays = [(np.float64, chunk.feat.shape), (np.int64, chunk.offsets.shape),
               (np.float64, chunk.const.shape), (np.int64, chunk.fit_ds.shape),
-              (job.dtype, chunk.feat.shape if narrow else (0,)),
+              (job.dtype, chunk.feat.shape if narrow else (0,)), (np.int32, (int(narrow),)),
               (np.float64, (n, job.params.shape[1])), (np.int32, (n,)), (np.int32, (n,)),
-              (np.float64, (n,))]
+              (np.float64, (n,)), (np.int64, (n if narrow else 0,))]
     out, pos = [], 0
     for dtype, shape in arrays:
         dtype = np.dtype(dtype)
@@ -301,24 +318,37 @@ def launch(job, chunk, stream) -> Running:
         a[...] = b
     if len(h[4]):
         h[4][...] = chunk.feat  # the features in the compute dtype
-    np.take(job.init, chunk.fits, axis=0, out=h[5])
-    h[6].fill(-1)  # status -1: not finished
-    sent = layout[7][0]  # inputs, starts and status go over; the rest is written there
+    h[5].fill(0)
+    np.take(job.init, chunk.fits, axis=0, out=h[6])
+    h[7].fill(-1)  # status -1: not finished
+    sent = layout[8][0]  # inputs, starts and status go over; the rest is written there
     device = cuda.device_array(layout[-1][0], np.uint8, stream=stream)
     device[:sent].copy_to_device(host[:sent], stream=stream)
-    feat64, offsets, const, fit_ds, feat, params, status, n_iter, loglik = _views(device, layout)
+    (feat64, offsets, const, fit_ds, feat, n_picked, params, status, n_iter, loglik,
+     picked) = _views(device, layout)
     if len(feat) == 0:
         feat = feat64
     n = len(chunk.fits)
     fpb = _fits_per_block(lanes)
     kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
         feat, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-        EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
-    back = layout[5][0]  # the results: the parameters onwards
+        EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg, picked[:0], n_picked[:0])
+    if len(n_picked):
+        # The float32 fits that gave up, again in float64 from their starts,
+        # on the same stream: no waiting here.
+        _pick[(n + 255) // 256, 256, stream](status, config.REDO_FLOAT64, picked, n_picked)
+        lanes64 = config.CUDA_LANES_PER_REFIT or lanes_per_fit(job.tol, np.float64)
+        refit = _kernel(job.family, job.n_components, job.n_dims, np.dtype(np.float64), lanes64)
+        fpb64 = _fits_per_block(lanes64)
+        refit[(n + fpb64 - 1) // fpb64, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
+            feat64, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
+            EXP_CONSTS, job.max_iter, job.tol, config.DECREASE_RTOL["float64"], job.reg, picked,
+            n_picked)
+    back, end = layout[6][0], layout[10][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().
     if pooled is not None:
-        device[back:].copy_to_host(host[back:], stream=stream)
+        device[back:end].copy_to_host(host[back:end], stream=stream)
     done = None
     if not numba_config.ENABLE_CUDASIM:
         done = cuda.event()
@@ -348,43 +378,15 @@ def finish(job, run: Running, watch=None) -> None:
                 watch(int(np.count_nonzero(seen >= 0)))
                 last = time.perf_counter()
     if run.pooled is None:  # not queued by launch()
-        back = run.layout[5][0]
-        run.device[back:].copy_to_host(run.host[back:], stream=run.stream)
+        back, end = run.layout[6][0], run.layout[10][0]
+        run.device[back:end].copy_to_host(run.host[back:end], stream=run.stream)
     run.stream.synchronize()
     fits = run.chunk.fits
-    params, status, n_iter, loglik = _views(run.host, run.layout)[5:]
-    redo = np.flatnonzero(status == config.REDO_FLOAT64)
-    if len(redo):
-        params[redo], status[redo], n_iter[redo], loglik[redo] = _refit64(job, run, redo)
+    params, status, n_iter, loglik = _views(run.host, run.layout)[6:10]
     job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
         params, status, n_iter, loglik)
     if run.pooled is not None:
         _give_buffer(run.pooled)
-
-
-def _refit64(job, run: Running, redo: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Fit again in float64, from their starts, a chunk's float32 fits that gave up.
-
-    They run as fits of a float64 batch would (the same kernel), on the
-    chunk's float64 features, still on the GPU: a few fits, after the chunk.
-    Returns their parameters, status, iterations and log-likelihoods.
-    """
-    lanes = lanes_per_fit(job.tol, np.float64)
-    kernel = _kernel(job.family, job.n_components, job.n_dims, np.dtype(np.float64), lanes)
-    feat64, offsets, const = _views(run.device, run.layout)[:3]
-    s = run.stream
-    fit_ds = cuda.to_device(run.chunk.fit_ds[redo], stream=s)
-    params = cuda.to_device(job.init[run.chunk.fits[redo]], stream=s)
-    status = cuda.to_device(np.full(len(redo), -1, np.int32), stream=s)
-    n_iter = cuda.device_array(len(redo), np.int32, stream=s)
-    loglik = cuda.device_array(len(redo), np.float64, stream=s)
-    fpb = _fits_per_block(lanes)
-    kernel[(len(redo) + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, s](
-        feat64, feat64, run.chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-        EXP_CONSTS, job.max_iter, job.tol, config.DECREASE_RTOL["float64"], job.reg)
-    out = tuple(a.copy_to_host(stream=s) for a in (params, status, n_iter, loglik))
-    s.synchronize()
-    return out
 
 
 def run_fits(job, progress, on_starts=None) -> None:
