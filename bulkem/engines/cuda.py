@@ -329,21 +329,21 @@ def launch(job, chunk, stream) -> Running:
     if len(feat) == 0:
         feat = feat64
     n = len(chunk.fits)
+    common = (params, status, n_iter, loglik, EXP_CONSTS, job.max_iter, job.tol)  # both kernels'
     fpb = _fits_per_block(lanes)
     kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
-        feat, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-        EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg, picked[:0], n_picked[:0])
+        feat, feat64, chunk.stride, offsets, fit_ds, const, *common, job.drop_rtol, job.reg,
+        picked[:0], n_picked[:0])
     if len(n_picked):
         # The float32 fits that gave up, again in float64 from their starts,
-        # on the same stream: no waiting here.
+        # on the same stream: no waiting here.  The grid has room for all.
         _pick[(n + 255) // 256, 256, stream](status, config.REDO_FLOAT64, picked, n_picked)
-        lanes64 = config.CUDA_LANES_PER_REFIT or lanes_per_fit(job.tol, np.float64)
-        refit = _kernel(job.family, job.n_components, job.n_dims, np.dtype(np.float64), lanes64)
-        fpb64 = _fits_per_block(lanes64)
-        refit[(n + fpb64 - 1) // fpb64, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
-            feat64, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-            EXP_CONSTS, job.max_iter, job.tol, config.DECREASE_RTOL["float64"], job.reg, picked,
-            n_picked)
+        lanes = config.CUDA_LANES_PER_REFIT or lanes_per_fit(job.tol, np.float64)
+        refit = _kernel(job.family, job.n_components, job.n_dims, np.dtype(np.float64), lanes)
+        fpb = _fits_per_block(lanes)
+        refit[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
+            feat64, feat64, chunk.stride, offsets, fit_ds, const, *common,
+            config.DECREASE_RTOL["float64"], job.reg, picked, n_picked)
     back, end = layout[6][0], layout[10][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().

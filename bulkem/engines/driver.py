@@ -357,7 +357,7 @@ def make_em(family, n_components, n_dims, dtype, jit, allreduce, allreduce_vec, 
       fit from that start.  Such fits are mostly starts heading for a
       collapsing component, whose statistics float32 cannot resolve (on the
       CPU, issue-4 batch, 5,000 starts: misses beyond 1e-6 of float64 went
-      from 18 to 3; with the float32 features in the float64 passes, 11).
+      from 18 to 1; with the float32 features in the float64 passes, 11).
     """
     M = n_components
     D = n_dims

@@ -261,29 +261,25 @@ def run_fits(job, progress, on_starts=None) -> None:
     # on_starts waits until every host thread has launched its first chunks
     first_launches = sum(min(n * config.CUDA_CHUNKS_IN_FLIGHT, len(c)) for _, c, n in plans)
     job.draw_starts()
-    if simulated:
-        for dev, chunks, _ in plans:
-            worker(dev, _queue(chunks))
-        if errors:
-            raise errors[0]
-        if on_starts is not None:
-            on_starts()
-        return
-    # This thread launches each GPU's first chunk itself, one GPU after the
-    # other, then starts the workers: a worker started first would hold the
-    # GIL while the next GPU waits for its first launch.
     threads = []
     try:
-        todo = []
-        for dev, chunks, n_dev_threads in plans:
-            with cuda.gpus[dev]:
-                opening = cuda_engine.launch(job, pack(job, chunks[0]), cuda.stream())
-            count_launch()
-            work = _queue(chunks[1:])
-            todo += [(dev, work, opening if k == 0 else None) for k in range(n_dev_threads)]
-        for args in todo:
-            threads.append(threading.Thread(target=worker, args=args, daemon=True))
-            threads[-1].start()
+        if simulated:  # one stream, in this thread
+            for dev, chunks, _ in plans:
+                worker(dev, _queue(chunks))
+        else:
+            # This thread launches each GPU's first chunk itself, one GPU
+            # after the other, then starts the workers: a worker started first
+            # would hold the GIL while the next GPU waits for its first launch.
+            todo = []
+            for dev, chunks, n_dev_threads in plans:
+                with cuda.gpus[dev]:
+                    opening = cuda_engine.launch(job, pack(job, chunks[0]), cuda.stream())
+                count_launch()
+                work = _queue(chunks[1:])
+                todo += [(dev, work, opening if k == 0 else None) for k in range(n_dev_threads)]
+            for args in todo:
+                threads.append(threading.Thread(target=worker, args=args, daemon=True))
+                threads[-1].start()
         if on_starts is not None:
             first_round.wait()
             on_starts()
