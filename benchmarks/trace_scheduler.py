@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import resource
 import threading
 import time
 from collections import defaultdict
@@ -70,7 +71,7 @@ def main() -> None:
     wrap(scheduler, "_budget", "budget")
     wrap(large, "use_large", "use_large")
     wrap(cuda_engine.cuda, "device_array", "alloc")
-    wrap(cuda_engine, "_take_buffer", "buffer")
+    wrap(cuda_engine, "_take_buffers", "buffer")
     wrap(cuda_engine, "_views", "views")
     wrap(DeviceNDArray, "copy_to_device", "h2d")
     wrap(DeviceNDArray, "copy_to_host", "d2h")
@@ -102,13 +103,15 @@ def main() -> None:
         bulkem.fit(data[:2], **{**kw, "n_starts": 2, "max_iter": 2})
         for _ in range(2):
             events.clear()
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t_zero[0] = time.perf_counter()
             bulkem.fit(data, **kw)
             total = (time.perf_counter() - t_zero[0]) * 1e3
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
             by = defaultdict(list)
             for th, label, a, b in sorted(events, key=lambda e: e[2]):
                 by[th].append(f"{label} {(a - t_zero[0]) * 1e3:.1f}-{(b - t_zero[0]) * 1e3:.1f}")
-            print(f"chunks/stream {chunks}: total {total:.1f} ms")
+            print(f"chunks/stream {chunks}: total {total:.1f} ms, {faults} page faults")
             for th, items in by.items():
                 print(f"  {th:<12} " + ", ".join(items))
     # what the tables cost on this host, by function

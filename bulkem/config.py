@@ -86,7 +86,8 @@ PROGRESS_POLL_S = 0.1  # how often a running kernel's finished fits are counted
 CUDA_WAIT_POLL_S = 0.0005  # how often a running chunk is asked whether it is done
 # A chunk's arrays travel in one buffer each way.  Buffers up to this size are
 # page-locked (asynchronous copies at full speed), and up to CUDA_PINNED_POOL
-# of them per GPU are kept for later chunks and calls (page-locking is slow).
+# of them per GPU, each with its device buffer, are kept for later chunks and
+# calls (page-locking and device allocation are slow).
 CUDA_PINNED_MAX_BYTES = 64 << 20
 CUDA_PINNED_POOL = 8
 

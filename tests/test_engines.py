@@ -128,7 +128,7 @@ def test_float32_close_to_float64(backend, seed):
     assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-4
 
 
-@pytest.mark.parametrize("refit_lanes", [None, 32])
+@pytest.mark.parametrize("refit_lanes", [None, 32, 64])
 def test_float32_fit_that_gives_up_is_the_float64_fit(backend, seed, monkeypatch, refit_lanes):
     """A float32 fit that would stop as degenerate is fitted again in float64 from its start.
 

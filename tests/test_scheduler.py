@@ -99,17 +99,23 @@ def test_page_locked_buffers_are_pooled(monkeypatch):
     monkeypatch.setattr(cuda_engine.cuda, "get_current_device", lambda: SimpleNamespace(id=0))
     monkeypatch.setattr(cuda_engine, "_pool", {})
     monkeypatch.setattr(config, "CUDA_PINNED_POOL", 2)
-    a, pa = cuda_engine._take_buffer(1000)
-    b, pb = cuda_engine._take_buffer(500)
-    assert len(a) == 1000 and len(b) == 500 and pa is not pb
-    cuda_engine._give_buffer(pa)
-    cuda_engine._give_buffer(pb)
-    d, pd = cuda_engine._take_buffer(400)  # the smallest free buffer that is large enough
-    c, pc = cuda_engine._take_buffer(600)
-    assert pd is pb and pc is pa and len(c) == 600 and len(d) == 400
-    cuda_engine._give_buffer(pd)
-    cuda_engine._give_buffer(pc)
-    cuda_engine._give_buffer(cuda_engine._take_buffer(2000)[1])  # a third: the smallest goes
+    take, give = cuda_engine._take_buffers, cuda_engine._give_buffers
+    a, b = take(1000), take(500)
+    assert (len(a), len(b), len(a.device), a.pinned) == (1000, 500, 1000, True)
+    give(a)
+    give(b)
+    d, c = take(400), take(600)  # the smallest free buffers that are large enough
+    assert d is b and c is a
+    give(d)
+    give(c)
+    give(take(2000))  # a third: the smallest goes
     assert sorted(len(x) for x in cuda_engine._pool[0]) == [1000, 2000]
+    layout = [(0, np.dtype(np.float64), (2,)), (256, np.dtype(np.int32), (3,)), (512, None, ())]
+    h, dv = a.views(layout)
+    assert [x.shape for x in h] == [(2,), (3,)]
+    assert a.views(list(layout))[1] is dv  # kept for the same layout
     monkeypatch.setattr(config, "CUDA_PINNED_MAX_BYTES", 100)
-    assert cuda_engine._take_buffer(101)[1] is None  # too large to lock: ordinary memory
+    big = take(101)  # too large to lock: ordinary memory, not pooled
+    assert not big.pinned
+    give(big)
+    assert len(cuda_engine._pool[0]) == 2

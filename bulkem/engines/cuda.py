@@ -2,6 +2,8 @@
 
 G lanes of a warp (an aligned group; :func:`lanes_per_fit`) own one
 (dataset, start) fit; a block has ``config.CUDA_WARPS_PER_BLOCK`` warps.
+(The float64 refits of float32 fits may take more lanes than a warp: then a
+block per fit, ``config.CUDA_LANES_PER_REFIT``.)
 Each lane takes every G-th observation of its dataset, so a group reads
 neighbouring addresses; after the fused pass the lanes sum their sufficient
 statistics and log-likelihood with butterfly shuffles, which leaves the same
@@ -70,17 +72,21 @@ def _device(fn):
     return cuda.jit(device=True, **_INLINE)(fn)
 
 
-def _group_sums(lanes: int):
-    """Sums over the ``lanes`` lanes that share a fit (aligned groups of a warp).
+def _group_sums(lanes: int, n_vec: int):
+    """Sums over the ``lanes`` lanes that share a fit.
 
-    Butterfly shuffles leave the total in every lane of the group; the mask
-    names the group only, so a fit may finish while its warp neighbours go on.
+    Up to a warp (aligned groups of a warp), butterfly shuffles leave the
+    total in every lane of the group; the mask names the group only, so a fit
+    may finish while its warp neighbours go on.  More lanes than a warp make a
+    whole block (:func:`_block_threads`): each warp sums its lanes, and every
+    lane adds the warps' totals, in warp order, through shared memory.
+    ``n_vec`` is the most values ``group_sum_vec`` sums at once.
     """
-    group = _FULL_MASK >> (_WARP - lanes)
+    group = _FULL_MASK >> (_WARP - min(lanes, _WARP))
 
-    if lanes == _WARP:  # a constant mask: the code the whole-warp kernel was tuned with
+    if lanes >= _WARP:  # a constant mask: the code the whole-warp kernel was tuned with
         @_device
-        def group_sum(v):
+        def warp_sum(v):
             off = _WARP // 2
             while off > 0:
                 v += cuda.shfl_xor_sync(_FULL_MASK, v, off)
@@ -88,7 +94,7 @@ def _group_sums(lanes: int):
             return v
     else:
         @_device
-        def group_sum(v):
+        def warp_sum(v):
             mask = group << (cuda.threadIdx.x % _WARP // lanes * lanes)
             off = lanes // 2
             while off > 0:
@@ -96,10 +102,44 @@ def _group_sums(lanes: int):
                 off //= 2
             return v
 
+    if lanes <= _WARP:
+        @_device
+        def group_sum_vec(a, lo, hi):
+            for k in range(lo, hi):
+                a[k] = warp_sum(a[k])
+
+        return warp_sum, group_sum_vec
+
+    W = lanes // _WARP
+
+    @_device
+    def group_sum(v):
+        share = cuda.shared.array(W, float64)
+        v = warp_sum(v)
+        cuda.syncthreads()  # every lane has read the previous sum
+        if cuda.threadIdx.x % _WARP == 0:
+            share[cuda.threadIdx.x // _WARP] = v
+        cuda.syncthreads()
+        v = share[0]
+        for w in range(1, W):
+            v += share[w]
+        return v
+
     @_device
     def group_sum_vec(a, lo, hi):
+        share = cuda.shared.array((W, n_vec), float64)
         for k in range(lo, hi):
-            a[k] = group_sum(a[k])
+            a[k] = warp_sum(a[k])
+        cuda.syncthreads()
+        if cuda.threadIdx.x % _WARP == 0:
+            for k in range(lo, hi):
+                share[cuda.threadIdx.x // _WARP, k] = a[k]
+        cuda.syncthreads()
+        for k in range(lo, hi):
+            v = share[0, k]
+            for w in range(1, W):
+                v += share[w, k]
+            a[k] = v
 
     return group_sum, group_sum_vec
 
@@ -136,8 +176,13 @@ def lanes_per_fit(tol: float, dtype) -> int:
     return config.CUDA_LANES_PER_FIT_TOL0[np.dtype(dtype).name]
 
 
+def _block_threads(lanes: int) -> int:
+    """Threads per block: ``config.CUDA_WARPS_PER_BLOCK`` warps, or one fit's lanes if more."""
+    return max(config.CUDA_WARPS_PER_BLOCK * _WARP, lanes)
+
+
 def _fits_per_block(lanes: int) -> int:
-    return config.CUDA_WARPS_PER_BLOCK * _WARP // lanes
+    return _block_threads(lanes) // lanes
 
 
 def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
@@ -146,10 +191,11 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
            config.CUDA_MAX_REGISTERS, G, config.ESTEP_BLOCK_OBS[np.dtype(dtype).name])
     if key in _kernels:
         return _kernels[key]
-    if G not in (1, 2, 4, 8, 16, 32):
-        raise ValueError(f"{G} lanes per fit (config.CUDA_LANES_PER_FIT*); expected a power "
-                         "of 2 up to 32.")
-    em = make_em(family, n_components, n_dims, dtype.type, _device, *_group_sums(G),
+    if G < 1 or G > 1024 or G & (G - 1):
+        raise ValueError(f"{G} lanes per fit (config.CUDA_LANES_PER_*); expected a power "
+                         "of 2 up to 1024 (more than 32: a block per fit).")
+    em = make_em(family, n_components, n_dims, dtype.type, _device,
+                 *_group_sums(G, family.n_stats(n_components, n_dims)),
                  _APPROX32 if dtype == np.float32 else None, redo_here=False)
     NP = family.n_params(n_components, n_dims)
     NC = family.n_coef(n_components, n_dims)
@@ -213,7 +259,7 @@ def _pick(status, value, picked, n_picked):
 
 
 _ALIGN = 256  # bytes: where each array of a chunk's buffer starts
-_pool: dict = {}  # device -> page-locked host buffers not in use
+_pool: dict = {}  # device -> Buffers (page-locked) not in use
 _pool_lock = threading.Lock()
 
 
@@ -250,32 +296,59 @@ def _views(buf, layout) -> list:
             for pos, dtype, shape in layout[:-1]]
 
 
-def _take_buffer(nbytes: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """A host byte buffer for one chunk, and the pool's buffer it is part of.
+class Buffers:
+    """A chunk's host and device byte buffers, of one size, and their last typed views.
 
-    Copies from page-locked memory run asynchronously and at full speed, but
-    page-locking is slow, so such buffers (up to
-    ``config.CUDA_PINNED_MAX_BYTES``) are kept in a pool for later chunks and
-    calls; :func:`_give_buffer` returns one.  Larger buffers (and all under
-    the simulator) are ordinary memory, and the pool's buffer is None.
+    The host buffer is page-locked when ``pinned`` (asynchronous copies at
+    full speed).  The views of the last layout are kept: chunks of the same
+    shape (the next call on a batch of the same shape) reuse them.
+    """
+
+    def __init__(self, nbytes: int, pinned: bool) -> None:
+        self.host = cuda.pinned_array(nbytes, np.uint8) if pinned else np.empty(nbytes, np.uint8)
+        self.device = cuda.device_array(nbytes, np.uint8)
+        self.pinned = pinned
+        self._key: tuple | None = None
+        self._views: tuple = ()
+
+    def __len__(self) -> int:
+        return len(self.host)
+
+    def views(self, layout) -> tuple[list, list]:
+        """Typed views of the host and the device buffer, as ``layout`` places them."""
+        key = tuple(layout)
+        if key != self._key:
+            self._views = (_views(self.host, layout), _views(self.device, layout))
+            self._key = key
+        return self._views
+
+
+def _take_buffers(nbytes: int) -> Buffers:
+    """Host and device buffers for one chunk.
+
+    Page-locking and device allocation are slow, so buffers up to
+    ``config.CUDA_PINNED_MAX_BYTES`` are page-locked and kept in a pool for
+    later chunks and calls (:func:`_give_buffers` returns them).  Larger
+    ones (and all under the simulator) are ordinary host memory, not pooled.
     """
     if nbytes > config.CUDA_PINNED_MAX_BYTES or numba_config.ENABLE_CUDASIM:
-        return np.empty(nbytes, np.uint8), None
+        return Buffers(nbytes, pinned=False)
     dev = cuda.get_current_device().id
     with _pool_lock:
         free = _pool.setdefault(dev, [])
         big = [k for k, b in enumerate(free) if len(b) >= nbytes]
         if big:
-            buf = free.pop(min(big, key=lambda k: len(free[k])))  # the smallest that will do
-            return buf[:nbytes], buf
-    buf = cuda.pinned_array(nbytes, np.uint8)
-    return buf, buf
+            return free.pop(min(big, key=lambda k: len(free[k])))  # the smallest that will do
+    return Buffers(nbytes, pinned=True)
 
 
-def _give_buffer(buf: np.ndarray) -> None:
+def _give_buffers(bufs: Buffers) -> None:
+    """Return a chunk's buffers to the pool once the GPU is done with them."""
+    if not bufs.pinned:
+        return
     with _pool_lock:
         free = _pool.setdefault(cuda.get_current_device().id, [])
-        free.append(buf)
+        free.append(bufs)
         if len(free) > config.CUDA_PINNED_POOL:
             free.pop(min(range(len(free)), key=lambda k: len(free[k])))
 
@@ -287,10 +360,9 @@ class Running(NamedTuple):
     stream: object
     done: object  # event recorded after the kernel (None under the simulator)
     layout: list
-    host: np.ndarray  # the chunk's host buffer; results come back into it
-    device: object  # the device buffer, kept alive until the kernel is done
+    bufs: Buffers  # results come back into its host buffer; the device one is
+    # kept until the kernel is done
     status: object  # the device view of the status array, read for progress
-    pooled: np.ndarray | None  # the page-locked buffer ``host`` is part of, if it is
 
 
 def launch(job, chunk, stream) -> Running:
@@ -312,8 +384,8 @@ def launch(job, chunk, stream) -> Running:
     lanes = lanes_per_fit(job.tol, job.dtype)
     kernel = _kernel(job.family, job.n_components, job.n_dims, job.dtype, lanes)
     layout = _layout(job, chunk)
-    host, pooled = _take_buffer(layout[-1][0])
-    h = _views(host, layout)
+    bufs = _take_buffers(layout[-1][0])
+    h, d = bufs.views(layout)
     for a, b in zip(h[:4], (chunk.feat, chunk.offsets, chunk.const, chunk.fit_ds), strict=True):
         a[...] = b
     if len(h[4]):
@@ -322,16 +394,14 @@ def launch(job, chunk, stream) -> Running:
     np.take(job.init, chunk.fits, axis=0, out=h[6])
     h[7].fill(-1)  # status -1: not finished
     sent = layout[8][0]  # inputs, starts and status go over; the rest is written there
-    device = cuda.device_array(layout[-1][0], np.uint8, stream=stream)
-    device[:sent].copy_to_device(host[:sent], stream=stream)
-    (feat64, offsets, const, fit_ds, feat, n_picked, params, status, n_iter, loglik,
-     picked) = _views(device, layout)
+    bufs.device[:sent].copy_to_device(bufs.host[:sent], stream=stream)
+    feat64, offsets, const, fit_ds, feat, n_picked, params, status, n_iter, loglik, picked = d
     if len(feat) == 0:
         feat = feat64
     n = len(chunk.fits)
     common = (params, status, n_iter, loglik, EXP_CONSTS, job.max_iter, job.tol)  # both kernels'
     fpb = _fits_per_block(lanes)
-    kernel[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
+    kernel[(n + fpb - 1) // fpb, _block_threads(lanes), stream](
         feat, feat64, chunk.stride, offsets, fit_ds, const, *common, job.drop_rtol, job.reg,
         picked[:0], n_picked[:0])
     if len(n_picked):
@@ -341,19 +411,19 @@ def launch(job, chunk, stream) -> Running:
         lanes = config.CUDA_LANES_PER_REFIT or lanes_per_fit(job.tol, np.float64)
         refit = _kernel(job.family, job.n_components, job.n_dims, np.dtype(np.float64), lanes)
         fpb = _fits_per_block(lanes)
-        refit[(n + fpb - 1) // fpb, config.CUDA_WARPS_PER_BLOCK * _WARP, stream](
+        refit[(n + fpb - 1) // fpb, _block_threads(lanes), stream](
             feat64, feat64, chunk.stride, offsets, fit_ds, const, *common,
             config.DECREASE_RTOL["float64"], job.reg, picked, n_picked)
     back, end = layout[6][0], layout[10][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().
-    if pooled is not None:
-        device[back:end].copy_to_host(host[back:end], stream=stream)
+    if bufs.pinned:
+        bufs.device[back:end].copy_to_host(bufs.host[back:end], stream=stream)
     done = None
     if not numba_config.ENABLE_CUDASIM:
         done = cuda.event()
         done.record(stream)
-    return Running(chunk, stream, done, layout, host, device, status, pooled)
+    return Running(chunk, stream, done, layout, bufs, status)
 
 
 def finish(job, run: Running, watch=None) -> None:
@@ -377,16 +447,16 @@ def finish(job, run: Running, watch=None) -> None:
                 poll.synchronize()
                 watch(int(np.count_nonzero(seen >= 0)))
                 last = time.perf_counter()
-    if run.pooled is None:  # not queued by launch()
+    bufs = run.bufs
+    if not bufs.pinned:  # not queued by launch()
         back, end = run.layout[6][0], run.layout[10][0]
-        run.device[back:end].copy_to_host(run.host[back:end], stream=run.stream)
+        bufs.device[back:end].copy_to_host(bufs.host[back:end], stream=run.stream)
     run.stream.synchronize()
     fits = run.chunk.fits
-    params, status, n_iter, loglik = _views(run.host, run.layout)[6:10]
+    params, status, n_iter, loglik = bufs.views(run.layout)[0][6:10]
     job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
         params, status, n_iter, loglik)
-    if run.pooled is not None:
-        _give_buffer(run.pooled)
+    _give_buffers(bufs)
 
 
 def run_fits(job, progress, on_starts=None) -> None:
