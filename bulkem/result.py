@@ -45,15 +45,26 @@ def _frame(columns: dict) -> pd.DataFrame:
     return pd.DataFrame(columns, copy=False)
 
 
-def _categorical(table: dict, codes: np.ndarray) -> pd.Categorical:
-    """Per-fit labels as a categorical: fast to build for millions of fits.
-
-    ``codes`` come from the engines, so each is a key of ``table``.
-    """
+def _coder(table: dict) -> tuple[pd.CategoricalDtype, np.ndarray]:
+    """The categorical type of a table's labels, and each code's position in it."""
     cats = list(dict.fromkeys(table.values()))
     index = np.array([cats.index(table[k]) if k in table else -1 for k in range(max(table) + 1)],
                      dtype=np.int8)
-    return pd.Categorical.from_codes(index[codes], categories=cats, validate=False)
+    return pd.CategoricalDtype(cats), index
+
+
+_STATUS_CODER = _coder(STATUS_NAMES)
+_MESSAGE_CODER = _coder(STATUS_MESSAGES)
+
+
+def _categorical(coder: tuple[pd.CategoricalDtype, np.ndarray], codes: np.ndarray
+                 ) -> pd.Categorical:
+    """Per-fit labels as a categorical: fast to build for millions of fits.
+
+    ``codes`` come from the engines, so each is a key of the coder's table.
+    """
+    dtype, index = coder
+    return pd.Categorical.from_codes(index.take(codes), dtype=dtype, validate=False)
 
 
 @dataclass
@@ -118,12 +129,13 @@ class FitResult:
     def before_fits(fam, packed, job, n_starts) -> dict:
         """The parts of the tables that need the job's starts only, not its fits.
 
-        The ``start_values`` table and the ``starts`` table's key columns;
-        the GPU engine builds them while the fits run.
+        The ``start_values`` table, the ``starts`` table's key columns and
+        the dataset identifiers; the GPU engine builds them while the fits run.
         """
         M, D = job.n_components, job.n_dims
         n_valid = len(packed.valid)
-        vids = pd.Series(packed.ids).iloc[packed.valid].to_numpy()
+        ids = pd.Series(packed.ids)
+        vids = ids.iloc[packed.valid].to_numpy()
         start_values = _frame({
             "dataset": np.repeat(vids, n_starts * M),
             "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
@@ -131,7 +143,7 @@ class FitResult:
             **fam.param_columns(job.init, M, D),
         })
         return {"start_values": start_values, "dataset": np.repeat(vids, n_starts),
-                "start": np.tile(np.arange(n_starts), n_valid)}
+                "start": np.tile(np.arange(n_starts), n_valid), "ids": ids, "vids": vids}
 
     @classmethod
     def assemble(cls, fam, packed, job, n_starts, seed, backend, dtype, elapsed,
@@ -145,8 +157,7 @@ class FitResult:
             early = cls.before_fits(fam, packed, job, n_starts)
         M, D = job.n_components, job.n_dims
         n_all, n_valid = len(packed.ids), len(packed.valid)
-        ids = pd.Series(packed.ids)
-        vids = ids.iloc[packed.valid].to_numpy()
+        ids, vids = early["ids"], early["vids"]
         code = job.status.reshape(n_valid, n_starts)
         ll = job.loglik.reshape(n_valid, n_starts)
         ok = code <= config.MAX_ITER
@@ -202,10 +213,10 @@ class FitResult:
         starts = _frame({
             "dataset": early["dataset"],
             "start": early["start"],
-            "status": _categorical(STATUS_NAMES, scode),
+            "status": _categorical(_STATUS_CODER, scode),
             "loglik": job.loglik,
             "n_iter": job.n_iter.astype(np.int64),
-            "message": _categorical(STATUS_MESSAGES, scode),
+            "message": _categorical(_MESSAGE_CODER, scode),
         })
         init_best = job.init.reshape(n_valid, n_starts, M * P)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
