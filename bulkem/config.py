@@ -60,12 +60,14 @@ CUDA_WARPS_PER_BLOCK = 4  # warps per block
 CUDA_LANES_PER_FIT = 32  # tol > 0
 CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dtype
 # float32 fits that give up are fitted again in float64 by a second launch
-# after their chunk's, with this many lanes per fit (None: as many as a
-# float64 batch uses, which makes them the float64 fits to the last bit).  The
-# last chunk's refits are not hidden behind other work, and a few fits finish
-# sooner with more lanes each: issue-4 batch, float32 end to end on an H200,
-# 32 lanes 2.98M fits/s, None (8) 2.51M.
-CUDA_LANES_PER_REFIT = 32
+# after their chunk's, with this many lanes per fit (more than 32: a block of
+# that many threads per fit; None: as many as a float64 batch uses, which
+# makes them the float64 fits to the last bit).  The last chunk's refits are
+# not hidden behind other work, so their latency counts: issue-4 batch,
+# float32 end to end on an H200, 8 lanes (None) 2.51M fits/s, 32 lanes 2.98M,
+# 128 lanes 3.17M, 256 lanes 3.01M (32 and up agree with the float64 fits to
+# rounding, not to the bit).
+CUDA_LANES_PER_REFIT = 128
 CUDA_MAX_REGISTERS = 64  # cap on registers per thread (measured: 64 beats none and 80 on an H200)
 
 # --- CUDA scheduler ---
