@@ -119,3 +119,23 @@ def test_page_locked_buffers_are_pooled(monkeypatch):
     assert not big.pinned
     give(big)
     assert len(cuda_engine._pool[0]) == 2
+
+
+def test_each_kernel_library_is_unloaded_once():
+    # Two GPUs' contexts hold modules of the same library: one unloading stays.
+    class Finalizer:
+        def __init__(self) -> None:
+            self.detached = False
+
+        def detach(self) -> None:
+            self.detached = True
+
+    def module() -> SimpleNamespace:
+        return SimpleNamespace(_finalizer=Finalizer())
+
+    a0, b0, a1 = module(), module(), module()
+    gpus = [SimpleNamespace(primary_context=SimpleNamespace(modules={"a": a0, "b": b0})),
+            SimpleNamespace(primary_context=SimpleNamespace(modules={"a": a1})),
+            SimpleNamespace(primary_context=None)]  # a GPU never used
+    assert cuda_engine._unload_each_library_once(gpus) == 1
+    assert [m._finalizer.detached for m in (a0, b0, a1)] == [False, False, True]

@@ -19,6 +19,7 @@ says whether one can be used and, if not, why.
 
 from __future__ import annotations
 
+import atexit
 import math
 import threading
 import time
@@ -47,6 +48,36 @@ if numba_config.ENABLE_CUDASIM:
     from . import _cudasim
 
     _cudasim.install()
+
+
+def _unload_each_library_once(gpus) -> int:
+    """Keep one unloading per kernel library; return how many duplicates were dropped.
+
+    numba-cuda 0.30 loads a kernel's compiled library once per process (the
+    library is context-independent) but registers its unloading with every
+    GPU's context that ran the kernel.  At exit the second unloading of the
+    same library crashed processes that had fitted on two H200s ("double
+    free or corruption", a segmentation fault; seen in the weakref exit
+    finalizers calling ``cuLibraryUnload``).  Run at exit, before those
+    finalizers: the libraries are freed with the process either way.
+    """
+    seen, dropped = set(), 0
+    for gpu in gpus:
+        ctx = getattr(gpu, "primary_context", None)
+        for handle, module in list(getattr(ctx, "modules", {}).items()):
+            finalizer = getattr(module, "_finalizer", None)
+            if handle in seen and finalizer is not None:
+                finalizer.detach()
+                dropped += 1
+            seen.add(handle)
+    return dropped
+
+
+def _at_exit() -> None:
+    try:
+        _unload_each_library_once(cuda.gpus)
+    except Exception:  # noqa: BLE001 - nothing is left to report to at exit
+        pass
 
 _FULL_MASK = 0xFFFFFFFF
 _WARP = config.WARP_SIZE
@@ -191,6 +222,9 @@ def _kernel(family, n_components, n_dims, dtype, lanes: int = _WARP):
            config.CUDA_MAX_REGISTERS, G, config.ESTEP_BLOCK_OBS[np.dtype(dtype).name])
     if key in _kernels:
         return _kernels[key]
+    if not _kernels and not numba_config.ENABLE_CUDASIM:
+        # Registered after numba's exit hooks, so it runs before them (LIFO).
+        atexit.register(_at_exit)
     if G < 1 or G > 1024 or G & (G - 1):
         raise ValueError(f"{G} lanes per fit (config.CUDA_LANES_PER_*); expected a power "
                          "of 2 up to 1024 (more than 32: a block per fit).")
