@@ -141,6 +141,12 @@ def main() -> None:
     base = ROWS[0][3]
     for label, n, dt, rate in ROWS:
         print(f"{label:<28}{n:>9}{dt:>10.4f}{rate:>14,.0f}{rate / base:>9.1f}")
+    rates = {label: rate for label, _, _, rate in ROWS}
+    for dtype in ("f64", "f32"):
+        one = rates.get(f"cuda {dtype} 1 gpu")
+        for label, rate in rates.items():
+            if one and label.startswith(f"cuda {dtype} ") and label.endswith(" gpus"):
+                print(f"# {label} vs 1 gpu: {rate / one:.2f}x")
 
 
 def f32_agreement(label, r32, r64) -> None:
