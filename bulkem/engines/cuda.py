@@ -394,8 +394,7 @@ class Running(NamedTuple):
     stream: object
     done: object  # event recorded after the kernel (None under the simulator)
     layout: list
-    bufs: Buffers  # results come back into its host buffer; the device one is
-    # kept until the kernel is done
+    bufs: Buffers  # results come back into the host buffer; held until the GPU is done
     status: object  # the device view of the status array, read for progress
 
 
