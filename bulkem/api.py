@@ -116,6 +116,16 @@ class Job:
         """Write every fit's starting values into ``init`` (on every core)."""
         self.start_plan.fill(self.fit_ds, self.fit_start, self.init)
 
+    def start_in_place(self, on_starts: Callable[[], None] | None = None) -> None:
+        """Draw the starts into ``init`` and ``params``, then call ``on_starts()`` if given.
+
+        For the engines that fit ``params`` in place (CPU, one large dataset).
+        """
+        self.draw_starts()
+        self.params[:] = self.init
+        if on_starts is not None:
+            on_starts()
+
 
 def _check_int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -68,10 +68,7 @@ def run_fits(job, progress, on_starts=None) -> None:
     depends on nothing but its own inputs, so the chunking does not change any
     result.
     """
-    job.draw_starts()
-    job.params[:] = job.init
-    if on_starts is not None:
-        on_starts()
+    job.start_in_place(on_starts)
     run = _runner(job.family, job.n_components, job.n_dims, job.dtype)
     feat = job.feat.astype(job.dtype, copy=False)
     n = len(job.fit_ds)

@@ -86,10 +86,7 @@ def run_fits(job, progress, engine: str, on_starts=None) -> None:
 
     ``on_starts()``, if given, is called once every start is drawn.
     """
-    job.draw_starts()
-    job.params[:] = job.init
-    if on_starts is not None:
-        on_starts()
+    job.start_in_place(on_starts)
     if engine == "cuda":
         _run_cuda(job, progress)
     else:
