@@ -34,9 +34,9 @@ import numpy as np
 from numba import cuda, float32, float64, int32, int64, types
 from numba.cuda import dispatcher as cuda_dispatcher
 
-from bulkem import config, families
-from bulkem.engines import cuda as cuda_engine
-from bulkem.engines import driver
+from bulkem import config, models
+from bulkem.engines.cuda import bulk
+from bulkem.kernels.fastmath import EXP_CONSTS
 
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 TARGET = re.compile(r"`?\(?\.L_x_\d+\)?|0x([0-9a-f]+)")
@@ -50,12 +50,14 @@ class _Hopper:
 
 def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
-    kernel = cuda_engine._kernel(families.get(family), m, d, np.dtype(dtype),
-                                cuda_engine.lanes_per_fit(0.0, dtype))
+    fam = models.get(family)
+    model = models.MixtureModel(fam, m, d)
+    kernel = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype))
     fdt = float32 if dtype == "float32" else float64
-    sig = (fdt[::1], float64[::1], int64, int64[::1], int64[::1], float64[::1], float64[:, ::1],
-           int32[::1], int32[::1], float64[::1], types.UniTuple(float64, len(driver.EXP_CONSTS)),
-           int64, float64, float64, float64, int64[::1], int32[::1])
+    sig = (types.Tuple((fdt[::1], int64)), types.Tuple((float64[::1], int64)), int64[::1],
+           int64[::1], float64[::1], float64[:, ::1], int32[::1], int32[::1], float64[::1],
+           types.UniTuple(float64, len(EXP_CONSTS)), int64, float64, float64, float64,
+           int64[::1], int32[::1], float64[:, ::1])
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
     with tempfile.TemporaryDirectory() as tmp:
         src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")

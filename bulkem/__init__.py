@@ -1,8 +1,8 @@
-"""bulkem: fit mixture models by EM to many datasets at once, on CPU cores or GPUs."""
+"""bulkem: fit models by EM to many datasets at once, on CPU cores or GPUs."""
 
 from . import datasets
 from .api import fit
-from .families import FAMILIES
+from .models import FAMILIES
 from .result import FitResult
 
 __version__ = "0.1.0"

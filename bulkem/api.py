@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import functools
 import numbers
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from . import config, families, starts
-from .data import Packed, as_datasets, pack
-from .families.base import Family
+from . import config, models
+from .data import Packed, Ragged
+from .fitting import starts
 from .progress import Progress
 from .result import FitResult
 
 BACKENDS = ("auto", "cpu", "cuda")
 DTYPES = ("float64", "float32")
-INIT_METHODS = ("subset", "kmeans++")
 
 
 @dataclass
@@ -30,18 +27,16 @@ class Job:
 
     Attributes
     ----------
-    values : ndarray of shape (stride,) or (stride, n_dims)
-        The observations of all valid datasets, one after another.
-    offsets : ndarray of shape (n_valid + 1,)
-        Dataset ``d`` is ``values[offsets[d]:offsets[d + 1]]``.
-    feat, const
-        Features and per-dataset constants of all of ``values`` (see
-        :meth:`features`), computed on first use: the CUDA scheduler
-        computes them chunk by chunk instead, while the GPU runs.
+    model : Model
+        What is fitted (:mod:`bulkem.models`): its pieces, sizes and data layout.
+    dtype : numpy.dtype
+        Compute dtype of the per-item math.
+    data : bulkem.data.Ragged
+        The valid datasets.
     fit_ds, fit_start : ndarray of shape (n_fits,)
         Valid-dataset index and start number of each fit.
-    start_plan : bulkem.starts.StartPlan
-        How the starting values are drawn.
+    start_plan
+        How the starting values are drawn (``fill(fit_ds, fit_start, out)``).
     init : ndarray of shape (n_fits, n_params)
         Starting values, written by :meth:`draw_starts`, which the engines
         call.
@@ -50,19 +45,16 @@ class Job:
     status, n_iter, loglik : ndarray of shape (n_fits,)
         Outputs.
     reg : float
-        Passed to the family's M-step: the Gaussian variance floor
-        ``reg_covar`` (ignored by the inverse-Gaussian family).
+        Passed to the model's M-step: the Gaussian variance floor
+        ``reg_covar`` (ignored by models without one).
     """
 
-    family: Family
-    n_components: int
-    n_dims: int
+    model: Any
     dtype: np.dtype
-    values: np.ndarray
-    offsets: np.ndarray
+    data: Ragged
     fit_ds: np.ndarray
     fit_start: np.ndarray
-    start_plan: starts.StartPlan
+    start_plan: Any
     init: np.ndarray
     params: np.ndarray
     status: np.ndarray
@@ -72,45 +64,16 @@ class Job:
     tol: float
     drop_rtol: float
     reg: float
+    _kernel_data: tuple | None = field(default=None, repr=False)
 
-    @property
-    def stride(self) -> int:
-        """Number of observations in the batch (the length of a row of ``feat``)."""
-        return len(self.values)
+    def kernel_data(self) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The model's kernel arrays of the whole batch (``model.kernel_data``), on first use.
 
-    def features(self, values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per-observation features and per-dataset constants of some datasets.
-
-        Parameters
-        ----------
-        values : ndarray
-            Datasets one after another, as ``self.values``.
-        offsets : ndarray of shape (n + 1,)
-            Where each dataset starts in ``values``.
-
-        Returns
-        -------
-        feat : ndarray of shape (n_features * len(values),), float64
-            The family's features, feature-major.
-        const : ndarray of shape (n,)
-            Per-dataset sum of the family's shared log-density term.
+        The CUDA scheduler makes them chunk by chunk instead, while the GPU runs.
         """
-        feat = np.ascontiguousarray(self.family.features(values)).reshape(-1)
-        return feat, _segment_sums(self.family.obs_const(values), offsets)
-
-    @functools.cached_property
-    def _whole(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.features(self.values, self.offsets)
-
-    @property
-    def feat(self) -> np.ndarray:
-        """Features of the whole batch, ``(n_features * stride,)`` float64."""
-        return self._whole[0]
-
-    @property
-    def const(self) -> np.ndarray:
-        """Per-dataset sums of the family's shared log-density term, ``(n_valid,)``."""
-        return self._whole[1]
+        if self._kernel_data is None:
+            self._kernel_data = self.model.kernel_data(self.data)
+        return self._kernel_data
 
     def draw_starts(self) -> None:
         """Write every fit's starting values into ``init`` (on every core)."""
@@ -154,50 +117,6 @@ def resolve_backend(backend: str) -> str:
     return "cpu"
 
 
-@njit(cache=True, nogil=True)  # called by the CUDA scheduler's threads
-def _segment_sums(x, offsets):
-    out = np.zeros(len(offsets) - 1)
-    for k in range(len(offsets) - 1):
-        s = 0.0
-        for i in range(offsets[k], offsets[k + 1]):
-            s += x[i]
-        out[k] = s
-    return out
-
-
-def _user_starts(init: Mapping, family: Family, n_components: int, n_dims: int) -> np.ndarray:
-    """User starting values -> array of shape (k, n_params)."""
-    shapes = family.init_shapes(n_components, n_dims)
-    if not isinstance(init, Mapping):
-        raise TypeError(
-            f"init is a {type(init).__name__}; expected a dict with keys {list(shapes)}."
-        )
-    if sorted(init) != sorted(shapes):
-        raise ValueError(f"init has keys {list(init)}; expected exactly {list(shapes)}.")
-    blocks = []
-    for key, shape in shapes.items():
-        a = np.asarray(init[key], dtype=np.float64)
-        if a.shape == shape:
-            a = a[None]
-        if a.shape[1:] != shape:
-            raise ValueError(
-                f"init[{key!r}] has shape {np.shape(init[key])}; expected {shape} for one "
-                f"start or (n_starts,) + {shape} for several."
-            )
-        blocks.append(a.reshape(len(a), n_components, -1))
-    k = {len(b) for b in blocks}
-    if len(k) != 1:
-        raise ValueError(f"init arrays give different numbers of starts: {sorted(k)}.")
-    out = np.concatenate(blocks, axis=2)
-    w = out[:, :, 0]
-    if np.any(~np.isfinite(out)) or np.any(w <= 0):
-        raise ValueError("init values must be finite and the weights positive.")
-    if "var" in shapes and np.any(blocks[list(shapes).index("var")] <= 0):
-        raise ValueError("init['var'] must be positive: variances of the Gaussian components.")
-    out[:, :, 0] = w / w.sum(axis=1, keepdims=True)
-    return out.reshape(len(out), -1)
-
-
 def fit(
     datasets: Any,
     family: str = "invgauss",
@@ -215,6 +134,7 @@ def fit(
     value_col: str | Sequence[str] = "value",
     reg_covar: float = 1e-6,
     init_method: str | None = None,
+    **options: Any,
 ) -> FitResult:
     """Fit a finite mixture by EM to every dataset, from many starts each.
 
@@ -298,7 +218,7 @@ def fit(
         On bad arguments, at once; on invalid datasets only when ``strict``.
     """
     t0 = time.perf_counter()
-    fam = families.get(family)
+    fam = models.get(family)
     M = _check_int("n_components", n_components, 1)
     n_starts = _check_int("n_starts", n_starts, 1)
     max_iter = _check_int("max_iter", max_iter, 1)
@@ -309,26 +229,26 @@ def fit(
     if (isinstance(reg_covar, bool) or not isinstance(reg_covar, numbers.Real)
             or not 0 <= reg_covar < np.inf):
         raise ValueError(f"reg_covar must be a finite number >= 0; got reg_covar = {reg_covar!r}.")
-    if init_method is None:
-        init_method = fam.default_init
-    if init_method not in INIT_METHODS:
-        raise ValueError(
-            f"unknown init_method {init_method!r}; expected one of {list(INIT_METHODS)}."
-        )
-    if init_method == "kmeans++" and fam.centre_init is None:
-        raise ValueError(
-            f"init_method='kmeans++' is not available for the {fam.name!r} family; "
-            "use init_method='subset'."
-        )
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
     else:
         seed = _check_int("seed", seed, 0)
+    pairs = fam.read(datasets, dataset_col, value_col, options)
+    model = fam.model(pairs, M, options)
+    if init_method is None:
+        init_method = model.default_init
+    if init_method not in starts.INIT_METHODS:
+        raise ValueError(
+            f"unknown init_method {init_method!r}; expected one of {list(starts.INIT_METHODS)}."
+        )
+    if init_method not in model.init_methods:
+        raise ValueError(
+            f"init_method={init_method!r} is not available for the {fam.name!r} family; "
+            f"use one of {list(model.init_methods)}."
+        )
     user = None
-    pairs = as_datasets(datasets, fam.ndim, dataset_col, value_col)
-    n_dims = 1 if fam.ndim == 1 else pairs[0][1].shape[1]
     if init is not None:
-        user = _user_starts(init, fam, M, n_dims)
+        user = model.user_starts(init)
         if len(user) > n_starts:
             raise ValueError(
                 f"init gives {len(user)} starts but n_starts = {n_starts}; "
@@ -336,7 +256,7 @@ def fit(
             )
     engine = resolve_backend(backend)
 
-    packed = pack(pairs, lambda v: fam.check(v, M))
+    packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
     if n_bad and strict:
         first = next(m for m in packed.messages if m is not None)
@@ -348,29 +268,30 @@ def fit(
             stacklevel=2,
         )
 
-    job = _make_job(fam, packed, M, n_dims, n_starts, seed, user, np.dtype(dtype),
-                    max_iter, float(tol), init_method, float(reg_covar))
+    job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, float(tol),
+                   init_method, float(reg_covar))
     bar = Progress(progress, len(job.fit_ds))
     early: dict = {}
+    result_class = model.result_class
 
     def on_starts() -> None:  # while the GPU runs: what the tables need of the starts only
-        early.update(FitResult.before_fits(fam, packed, job, n_starts))
+        early.update(result_class.before_fits(model, packed, job, n_starts))
 
     try:
-        from .engines import large
+        from .models.mixture import wide
 
         if engine == "cuda":
             from .engines import cuda as eng
         else:
             from .engines import cpu as eng
-        if len(job.fit_ds) and large.use_large(job, engine):
-            large.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
+        if len(job.fit_ds) and wide.use_large(job, engine):
+            wide.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
         elif len(job.fit_ds):
             eng.run_fits(job, bar, on_starts)
     finally:
         bar.close()
-    result = FitResult.assemble(fam, packed, job, n_starts, seed, engine, dtype,
-                                time.perf_counter() - t0, early or None)
+    result = result_class.assemble(model, packed, job, n_starts, seed, engine, dtype,
+                                   time.perf_counter() - t0, early or None)
     n_failed = int((result.summary["status"] == "failed").sum())
     if n_failed:
         warnings.warn(
@@ -381,23 +302,21 @@ def fit(
     return result
 
 
-def _make_job(fam: Family, packed: Packed, M: int, n_dims: int, n_starts: int, seed: int,
-              user: np.ndarray | None, dtype: np.dtype, max_iter: int, tol: float,
-              init_method: str = "subset", reg: float = 0.0) -> Job:
+def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray | None,
+             dtype: np.dtype, max_iter: int, tol: float, init_method: str = "subset",
+             reg: float = 0.0) -> Job:
+    """The :class:`Job` of every (valid dataset, start) fit of a packed batch."""
     n_valid = len(packed.valid)
     fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
-    plan = starts.StartPlan(fam, M, packed.values, packed.offsets,
-                            starts.dataset_keys(packed.values, packed.offsets), seed,
+    data = packed.data
+    plan = model.start_plan(data, starts.dataset_keys(data.values, data.value_offsets), seed,
                             init_method, user)
-    n_params = fam.n_params(M, n_dims)
+    n_params = model.n_params
     return Job(
-        family=fam,
-        n_components=M,
-        n_dims=n_dims,
+        model=model,
         dtype=dtype,
-        values=packed.values,
-        offsets=packed.offsets,
+        data=data,
         fit_ds=fit_ds,
         fit_start=fit_start,
         start_plan=plan,

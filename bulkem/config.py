@@ -59,6 +59,8 @@ CUDA_WARPS_PER_BLOCK = 4  # warps per block
 # they stop apart (8 lanes 0.64x, 16 lanes 0.83x of 32).
 CUDA_LANES_PER_FIT = 32  # tol > 0
 CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dtype
+# Sequence models (lanes split a dataset's sequences): lanes per fit by (tol > 0).
+CUDA_LANES_PER_FIT_UNITS = {False: 4, True: 4}
 # float32 fits that give up are fitted again in float64 by a second launch
 # after their chunk's, with this many lanes per fit (more than 32: a block of
 # that many threads per fit; None: as many as a float64 batch uses, which

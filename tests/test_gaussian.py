@@ -19,9 +19,9 @@ from conftest import assert_starts_match_ig_oracle, demo
 from reference import gauss_em, gauss_logpdf, gauss_mix_logpdf, ig_logpdf
 
 import bulkem
-from bulkem import config, families
-from bulkem.engines import large
-from bulkem.families import gaussian
+from bulkem import config, models
+from bulkem.data import Ragged
+from bulkem.models.mixture import gaussian, wide
 
 
 def _rel(a, b):
@@ -40,7 +40,7 @@ def _data(n, n_dims, seed, n_comp=2):
 @pytest.fixture(params=["bulk", "large"])
 def regime(request, monkeypatch, backend):
     """Force a regime; the large one with tiles, blocks and chunks small enough for tiny data."""
-    monkeypatch.setattr(large, "use_large", lambda job, engine: request.param == "large")
+    monkeypatch.setattr(wide, "use_large", lambda job, engine: request.param == "large")
     monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 16)
     monkeypatch.setattr(config, "LARGE_CUDA_THREADS", 64)
     monkeypatch.setattr(config, "LARGE_CUDA_TILE", 16)
@@ -353,28 +353,28 @@ def test_score_samples_generic_over_families():
 
 
 def test_regime_choice(monkeypatch):
-    fam = families.get("gaussian")
+    fam = models.get("gaussian")
 
     def job(n_fits, n_obs, M=3, D=4, dtype=np.float32):
-        return SimpleNamespace(family=fam, n_components=M, n_dims=D, dtype=np.dtype(dtype),
+        return SimpleNamespace(model=models.MixtureModel(fam, M, D), dtype=np.dtype(dtype),
                                fit_ds=np.zeros(n_fits, np.int64),
-                               offsets=np.array([0, n_obs]))
+                               data=Ragged.flat(np.zeros(n_obs), np.array([0, n_obs])))
 
     monkeypatch.setattr(config, "LARGE_MIN_OBS", 1000)
     monkeypatch.setattr(config, "LARGE_MAX_FITS_CUDA", 8)
-    assert large.use_large(job(1, 1000), "cuda")
-    assert not large.use_large(job(1, 999), "cuda")
-    assert large.use_large(job(8, 10**6), "cuda")
-    assert not large.use_large(job(9, 10**6), "cuda")
-    assert not large.use_large(job(1, 10**6, M=64, D=64, dtype=np.float64), "cuda")
+    assert wide.use_large(job(1, 1000), "cuda")
+    assert not wide.use_large(job(1, 999), "cuda")
+    assert wide.use_large(job(8, 10**6), "cuda")
+    assert not wide.use_large(job(9, 10**6), "cuda")
+    assert not wide.use_large(job(1, 10**6, M=64, D=64, dtype=np.float64), "cuda")
     threads = numba.get_num_threads()
-    assert large.use_large(job(threads - 1, 10**6), "cpu") == (threads > 1)
-    assert not large.use_large(job(threads, 10**6), "cpu")
-    assert not large.use_large(job(0, 10**6), "cpu")
+    assert wide.use_large(job(threads - 1, 10**6), "cpu") == (threads > 1)
+    assert not wide.use_large(job(threads, 10**6), "cpu")
+    assert not wide.use_large(job(0, 10**6), "cpu")
 
 
 def test_large_cpu_results_do_not_depend_on_chunks_or_threads(monkeypatch, seed):
-    monkeypatch.setattr(large, "use_large", lambda job, engine: True)
+    monkeypatch.setattr(wide, "use_large", lambda job, engine: True)
     x = [_data(200, 3, seed, n_comp=3)]
     kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0, seed=seed,
               backend="cpu")

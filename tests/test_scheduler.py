@@ -10,25 +10,24 @@ from conftest import demo
 
 import bulkem
 from bulkem import config
-from bulkem.engines import cuda as cuda_engine
-from bulkem.engines import scheduler
+from bulkem.engines.cuda import buffers, compat, scheduler
 
 
 def _job(sizes, n_starts=3, family="invgauss", method="subset"):
     data = [np.abs(np.random.default_rng(k).normal(2, 0.5, n)) + 0.1 for k, n in enumerate(sizes)]
-    from bulkem import families
-    from bulkem.api import _make_job
-    from bulkem.data import as_datasets, pack
+    from bulkem import models
+    from bulkem.api import make_job
 
-    fam = families.get(family)
-    packed = pack(as_datasets(data, fam.ndim), lambda v: fam.check(v, 2))
-    return _make_job(fam, packed, 2, 1, n_starts, 1, None, np.dtype("float64"), 10, 0.0,
-                     method)
+    fam = models.get(family)
+    pairs = fam.read(data, "dataset", "value", {})
+    model = fam.model(pairs, 2, {})
+    return make_job(model, model.pack(pairs), n_starts, 1, None, np.dtype("float64"), 10, 0.0,
+                    method)
 
 
 def test_plan_covers_every_fit_once_within_budget():
     job = _job([50, 400, 120, 3000, 60], n_starts=4)
-    order = np.argsort(-(job.offsets[1:] - job.offsets[:-1]))
+    order = np.argsort(-job.data.dataset_sizes())
     budget = 3000 * 2 * 8 + 16 + 2 * (6 * 8 + 32)  # the big dataset with two fits
     chunks = scheduler.plan_chunks(job, order, budget, max_fits=5)
     fits = np.concatenate([c.fits for c in chunks])
@@ -37,7 +36,7 @@ def test_plan_covers_every_fit_once_within_budget():
         assert len(c.fits) <= 5
         assert np.array_equal(job.fit_ds[c.fits], c.datasets[c.fit_ds])
         packed = scheduler.pack(job, c)
-        data_bytes = packed.feat.nbytes + 16 * len(c.datasets)
+        data_bytes = packed.data64[0].nbytes + 16 * len(c.datasets)
         assert data_bytes + len(c.fits) * (6 * 8 + 32) <= budget
     with pytest.raises(ValueError, match="fit it with backend='cpu'"):
         scheduler.plan_chunks(job, order, 1000, max_fits=5)
@@ -95,11 +94,11 @@ def test_small_memory_budget_runs_in_pieces_with_same_results(monkeypatch):
 
 def test_page_locked_buffers_are_pooled(monkeypatch):
     # The pool's logic, with the simulator standing in for page-locked memory.
-    monkeypatch.setattr(cuda_engine, "numba_config", SimpleNamespace(ENABLE_CUDASIM=False))
-    monkeypatch.setattr(cuda_engine.cuda, "get_current_device", lambda: SimpleNamespace(id=0))
-    monkeypatch.setattr(cuda_engine, "_pool", {})
+    monkeypatch.setattr(buffers, "SIMULATED", False)
+    monkeypatch.setattr(buffers.cuda, "get_current_device", lambda: SimpleNamespace(id=0))
+    monkeypatch.setattr(buffers, "_pool", {})
     monkeypatch.setattr(config, "CUDA_PINNED_POOL", 2)
-    take, give = cuda_engine._take_buffers, cuda_engine._give_buffers
+    take, give = buffers.take, buffers.give
     a, b = take(1000), take(500)
     assert (len(a), len(b), len(a.device), a.pinned) == (1000, 500, 1000, True)
     give(a)
@@ -109,7 +108,7 @@ def test_page_locked_buffers_are_pooled(monkeypatch):
     give(d)
     give(c)
     give(take(2000))  # a third: the smallest goes
-    assert sorted(len(x) for x in cuda_engine._pool[0]) == [1000, 2000]
+    assert sorted(len(x) for x in buffers._pool[0]) == [1000, 2000]
     layout = [(0, np.dtype(np.float64), (2,)), (256, np.dtype(np.int32), (3,)), (512, None, ())]
     h, dv = a.views(layout)
     assert [x.shape for x in h] == [(2,), (3,)]
@@ -118,7 +117,7 @@ def test_page_locked_buffers_are_pooled(monkeypatch):
     big = take(101)  # too large to lock: ordinary memory, not pooled
     assert not big.pinned
     give(big)
-    assert len(cuda_engine._pool[0]) == 2
+    assert len(buffers._pool[0]) == 2
 
 
 def test_each_kernel_library_is_unloaded_once():
@@ -137,5 +136,5 @@ def test_each_kernel_library_is_unloaded_once():
     gpus = [SimpleNamespace(primary_context=SimpleNamespace(modules={"a": a0, "b": b0})),
             SimpleNamespace(primary_context=SimpleNamespace(modules={"a": a1})),
             SimpleNamespace(primary_context=None)]  # a GPU never used
-    assert cuda_engine._unload_each_library_once(gpus) == 1
+    assert compat._unload_each_library_once(gpus) == 1
     assert [m._finalizer.detached for m in (a0, b0, a1)] == [False, False, True]

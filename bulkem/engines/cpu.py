@@ -1,4 +1,4 @@
-"""CPU engine: every (dataset, start) fit in a Numba ``prange`` loop."""
+"""CPU engine: every (dataset, start) fit in a Numba ``prange`` loop, one thread per fit."""
 
 from __future__ import annotations
 
@@ -6,58 +6,52 @@ import numpy as np
 from numba import njit, prange
 
 from .. import config
-from .driver import EXP_CONSTS, make_em
-
-
-@njit(inline="always")
-def _same(x):
-    return x
-
-
-@njit(inline="always")
-def _nothing(a, lo, hi):
-    pass
-
+from ..fitting.driver import make_em
+from ..kernels.fastmath import EXP_CONSTS
+from ..kernels.target import CPU
 
 _runners: dict = {}
 
 
-def _runner(family, n_components, n_dims, dtype):
-    key = (family.name, n_components, n_dims, np.dtype(dtype).name)
+def runner(model, dtype):
+    """The compiled ``prange`` loop over the fits of a batch, for a model and compute dtype."""
+    key = (model.key, np.dtype(dtype).name)
     if key in _runners:
         return _runners[key]
-    em = make_em(family, n_components, n_dims, dtype.type, njit(inline="always"), _same, _nothing)
-    NP = family.n_params(n_components, n_dims)
-    NC = family.n_coef(n_components, n_dims)
-    NS = family.n_stats(n_components, n_dims)
-    M = n_components
-    S = NS // M
-    cdt = dtype.type
+    em = make_em(model, np.dtype(dtype).type, CPU)
+    sz = model.sizes()
+    NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
+    cdt = np.dtype(dtype).type
 
     @njit(parallel=True)
-    def run(feat, feat64, stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-            xc, max_iter, tol, drop_rtol, reg):
+    def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
+            tol, drop_rtol, reg, n_buf):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
+            tot = np.empty(NT)
             coef = np.empty(NC)
-            dcoef = np.empty(NC, cdt)
+            work = np.empty(NK, cdt)
             stats = np.empty(NS)
-            part = np.empty(NS, cdt)
-            tot = np.empty(S)
-            t = np.empty(M, cdt)
-            dcoef64 = np.empty(NC)
-            part64 = np.empty(NS)
-            t64 = np.empty(M)
+            scratch = np.empty(NX, cdt)
+            work64 = np.empty(NK)
+            scratch64 = np.empty(NX)
             back = np.empty(NP)
-            st, it, ll = em(feat, feat64, stride, offsets[d], offsets[d + 1], 0, 1, const[d],
-                            params[f], coef, dcoef, stats, part, tot, t, dcoef64, part64, t64, back,
-                            xc, max_iter, tol, drop_rtol, reg)
+            buf = np.empty(n_buf)
+            st, it, ll = em(data, data64, offsets[d], offsets[d + 1], 0, 1, const[d], params[f],
+                            tot, coef, work, stats, scratch, work64, scratch64, back, buf, xc,
+                            max_iter, tol, drop_rtol, reg)
             status[f] = st
             n_iter[f] = it
             loglik[f] = ll
 
     _runners[key] = run
     return run
+
+
+def narrow(data: tuple, dtype) -> tuple:
+    """A batch tuple with its float64 arrays in the compute dtype (the rest as they are)."""
+    return tuple(a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a
+                 for a in data)
 
 
 def run_fits(job, progress, on_starts=None) -> None:
@@ -69,15 +63,17 @@ def run_fits(job, progress, on_starts=None) -> None:
     result.
     """
     job.start_in_place(on_starts)
-    run = _runner(job.family, job.n_components, job.n_dims, job.dtype)
-    feat = job.feat.astype(job.dtype, copy=False)
+    run = runner(job.model, job.dtype)
+    data64, offsets, const = job.kernel_data()
+    data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
+    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
     n = len(job.fit_ds)
     step = config.CPU_CHUNK_FITS
     if progress.active:
         step = min(step, max(config.CPU_MIN_CHUNK_FITS, -(-n // config.PROGRESS_STEPS)))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        run(feat, job.feat, job.stride, job.offsets, job.fit_ds[lo:hi], job.const,
-            job.params[lo:hi], job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi],
-            EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
+        run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
+            job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
+            job.tol, job.drop_rtol, job.reg, n_buf)
         progress(hi - lo)

@@ -6,7 +6,7 @@ warp.  A batch of a few fits of very many observations (one dataset of
 :func:`use_large` sends it here instead and the fits run one after another,
 each over every core or the whole GPU.  The per-observation math is the
 family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``) and the driver's
-E-step pass and stopping rule (:mod:`bulkem.engines.driver`), compiled again
+E-step pass (:mod:`.fused`) and stopping rule (:mod:`bulkem.fitting.driver`), compiled again
 for the new layout; the results follow the same iteration semantics as the
 bulk engines, with the sums taken in another order.
 
@@ -47,9 +47,11 @@ import numba
 import numpy as np
 from numba import float32, float64, int64, njit, prange, uint64
 
-from .. import config
-from .cuda import cuda  # numba.cuda, after the CUDA engine's numpy shim and simulator set-up
-from .driver import EXP_CONSTS, make_pass, make_stop
+from ... import config
+from ...engines.cuda.compat import cuda  # numba.cuda, after the numpy shim and simulator set-up
+from ...fitting.driver import make_stop
+from ...kernels.fastmath import EXP_CONSTS
+from .fused import make_pass
 
 # --- the choice of regime ---------------------------------------------------
 
@@ -70,15 +72,19 @@ def use_large(job, engine: str) -> bool:
         the CPU, at most ``config.LARGE_MAX_FITS_CUDA`` on the GPU (where the
         model must also fit the kernel's shared memory).
     """
+    from .model import MixtureModel
+
+    if not isinstance(job.model, MixtureModel):
+        return False
     n_fits = len(job.fit_ds)
     few = n_fits <= config.LARGE_MAX_FITS_CUDA if engine == "cuda" else (
         n_fits < numba.get_num_threads())
     if n_fits == 0 or not few:
         return False
-    if np.diff(job.offsets)[job.fit_ds].min() < config.LARGE_MIN_OBS:
+    if job.data.dataset_sizes()[job.fit_ds].min() < config.LARGE_MIN_OBS:
         return False
-    return engine != "cuda" or (
-        _cuda_plan(job.family, job.n_components, job.n_dims, job.dtype) is not None)
+    m = job.model
+    return engine != "cuda" or _cuda_plan(m.family, m.n_components, m.n_dims, job.dtype) is not None
 
 
 def run_fits(job, progress, engine: str, on_starts=None) -> None:
@@ -164,11 +170,13 @@ def _cpu_runner(family, M, D, dtype):
 
 
 def _run_cpu(job, progress) -> None:
-    run = _cpu_runner(job.family, job.n_components, job.n_dims, job.dtype)
-    feat = job.feat.astype(job.dtype, copy=False)
+    m = job.model
+    run = _cpu_runner(m.family, m.n_components, m.n_dims, job.dtype)
+    (feat, stride), offsets, const = job.kernel_data()
+    feat = feat.astype(job.dtype, copy=False)
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
-        st, it, ll = run(feat, job.stride, job.offsets[d], job.offsets[d + 1], job.const[d],
+        st, it, ll = run(feat, stride, offsets[d], offsets[d + 1], const[d],
                          job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg,
                          config.LARGE_CPU_CHUNK_OBS)
         job.status[f] = st
@@ -533,7 +541,8 @@ last_cuda_loop = {"seconds": 0.0, "iterations": 0, "blocks": 0}
 
 
 def _run_cuda(job, progress) -> None:
-    fam, M, D = job.family, job.n_components, job.n_dims
+    fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
+    (feat, stride), offsets, const = job.kernel_data()
     plan = _cuda_plan(fam, M, D, job.dtype)
     estep, reduce, nsx = _kernels(fam, M, D, job.dtype, plan)
     coef_host = _host_coef.get(fam.name)
@@ -547,14 +556,14 @@ def _run_cuda(job, progress) -> None:
     every = max(1, config.LARGE_CUDA_CHECK_EVERY)
 
     stream = cuda.stream()
-    feat = cuda.to_device(job.feat.astype(job.dtype, copy=False), stream=stream)
+    feat = cuda.to_device(feat.astype(job.dtype, copy=False), stream=stream)
     part = cuda.device_array((max_blocks, nsx), np.float64, stream=stream)
     stats = cuda.device_array(nsx, np.float64, stream=stream)
     istate_h = np.zeros(4, np.int64)
     fstate_h = np.zeros(2, np.float64)
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
-        lo, hi = int(job.offsets[d]), int(job.offsets[d + 1])
+        lo, hi = int(offsets[d]), int(offsets[d + 1])
         nb = min(max_blocks, -(-(hi - lo) // T))
         coef = np.empty(fam.n_coef(M, D), job.dtype)
         coef_host(job.params[f], M, D, coef)
@@ -565,10 +574,10 @@ def _run_cuda(job, progress) -> None:
         with warnings.catch_warnings():  # the reduction's grid is small by design
             warnings.filterwarnings("ignore", message="Grid size")
             est = _launcher(estep[nb, NT, stream],
-                            (feat, job.stride, lo, hi, coef_g, part, istate))
+                            (feat, stride, lo, hi, coef_g, part, istate))
             red = _launcher(reduce[n_red, plan["reduce_threads"], stream],
                             (part, nb, istate, fstate, stats, params_g, coef_g, hi - lo,
-                             float(job.const[d]), job.max_iter, job.tol, job.drop_rtol, job.reg))
+                             float(const[d]), job.max_iter, job.tol, job.drop_rtol, job.reg))
         stream.synchronize()
         t0 = time.perf_counter()
         for it in range(job.max_iter + 1):

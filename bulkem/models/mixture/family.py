@@ -123,6 +123,24 @@ class Family:
     default_init: str = "subset"
     linear_logdens: bool = False
 
+    def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
+        """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""
+        from ...data import as_datasets
+
+        if options:
+            raise TypeError(
+                f"unexpected keyword argument(s) {sorted(options)} for the {self.name!r} family; "
+                "mixture families take none beyond bulkem.fit's own."
+            )
+        return as_datasets(datasets, self.ndim, dataset_col, value_col)
+
+    def model(self, pairs: list, n_components: int, options: dict):
+        """The :class:`~bulkem.models.mixture.MixtureModel` of ``n_components`` for these data."""
+        from .model import MixtureModel
+
+        n_dims = 1 if self.ndim == 1 else pairs[0][1].shape[1]
+        return MixtureModel(self, n_components, n_dims)
+
     def n_params(self, n_components: int, n_dims: int = 1) -> int:
         """Length of one fit's parameter vector."""
         return n_components * self.per_component(n_dims)

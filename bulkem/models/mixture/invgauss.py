@@ -25,9 +25,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .. import config
-from ..data import basic_problems
-from .base import Family
+from ... import config
+from ...data import basic_problems
+from .family import Family
 
 _P = 3  # parameters per component: weight, mu, lambda
 

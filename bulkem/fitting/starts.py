@@ -9,12 +9,16 @@ values, not of its position in the batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
 
-from . import config
+from .. import config
+
+# Every way of drawing random starts; each model offers some of them.
+INIT_METHODS = ("subset", "kmeans++", "dirichlet")
 
 _U = np.uint64
 _M1 = _U(0xBF58476D1CE4E5B9)
@@ -249,29 +253,21 @@ def _make_centre_kernel(init_fn):
 
 @dataclass
 class StartPlan:
-    """What a batch's starting values depend on; the engines draw them.
+    """How a batch's starting values are drawn; the engines call :meth:`fill`.
 
     Attributes
     ----------
-    family : Family
-    n_components : int
-    values, offsets : the packed valid datasets
-    keys : ndarray of shape (n_valid,), uint64
-        From :func:`dataset_keys`.
-    seed : int
-    method : {"subset", "kmeans++"}
+    draw : callable
+        ``draw(fit_ds, fit_start, out) -> out``: random starts of fits
+        (valid-dataset index, start number), written into ``out`` of shape
+        ``(n, n_params)`` (a new array when ``out`` is None).  Each start must
+        depend on (seed, dataset values, start number) alone.
     user : ndarray of shape (n_user, n_params) or None
         The user's starts, which come first in every dataset.
     """
 
-    family: object
-    n_components: int
-    values: np.ndarray
-    offsets: np.ndarray
-    keys: np.ndarray
-    seed: int
-    method: str
-    user: np.ndarray | None
+    draw: Callable
+    user: np.ndarray | None = None
 
     def fill(self, fit_ds: np.ndarray, fit_start: np.ndarray, out: np.ndarray) -> None:
         """Write the starting values of fits (dataset, start number) into ``out``.
@@ -290,8 +286,6 @@ class StartPlan:
             if not rest.any():
                 return
             fit_ds, fit_start = fit_ds[rest], fit_start[rest]
-        draw = kmeanspp_starts if self.method == "kmeans++" else subset_starts
-        drawn = draw(self.family, self.n_components, self.values, self.offsets, fit_ds,
-                     fit_start, self.keys, self.seed, None if n_user else out)
+        drawn = self.draw(fit_ds, fit_start, None if n_user else out)
         if n_user:
             out[rest] = drawn

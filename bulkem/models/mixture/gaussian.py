@@ -49,9 +49,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .. import config
-from ..data import basic_problems
-from .base import Family
+from ... import config
+from ...data import basic_problems
+from .family import Family
 
 _EPS10 = 10.0 * float(np.finfo(np.float64).eps)  # scikit-learn's guard on n_k
 

@@ -1,4 +1,4 @@
-"""Ragged datasets -> one values array plus offsets, and input validation.
+"""Input forms -> validated batches of datasets in values + offsets form.
 
 Every input form that :func:`bulkem.fit` accepts is turned into a
 :class:`Packed` batch: the values of all *valid* datasets concatenated in one
@@ -17,33 +17,42 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .ragged import Ragged
+
 
 @dataclass
 class Packed:
-    """A batch of datasets in values + offsets form.
+    """A batch of datasets, the valid ones packed.
 
     Attributes
     ----------
     ids : list
         Identifier of every input dataset, in input order.
     n_obs : ndarray of shape (n_datasets,)
-        Number of values of every input dataset.
+        Number of values (observations) of every input dataset.
     messages : list of str or None
         Why a dataset cannot be fitted, or None for a valid one.
     valid : ndarray of shape (n_valid,)
         Input positions of the valid datasets.
-    values : ndarray of shape (n_total,) or (n_total, n_dims)
-        Values of the valid datasets, concatenated, float64.
-    offsets : ndarray of shape (n_valid + 1,)
-        Dataset ``k`` of the valid ones is ``values[offsets[k]:offsets[k+1]]``.
+    data : Ragged
+        The valid datasets' units of values (float64), in that order.
     """
 
     ids: list
     n_obs: np.ndarray
     messages: list
     valid: np.ndarray
-    values: np.ndarray
-    offsets: np.ndarray
+    data: Ragged
+
+    @property
+    def values(self) -> np.ndarray:
+        """Values of the valid datasets, concatenated."""
+        return self.data.values
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Valid dataset ``k`` is ``values[offsets[k]:offsets[k + 1]]``."""
+        return self.data.value_offsets
 
 
 def _as_float(x: Any, ident: Any, ndim: int) -> np.ndarray:
@@ -199,7 +208,8 @@ def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:
         values = np.concatenate([pairs[i][1] for i in valid])
     else:
         values = np.empty((0,) + pairs[0][1].shape[1:])
-    return Packed(ids, n_obs, messages, valid, np.ascontiguousarray(values), offsets)
+    data = Ragged.flat(np.ascontiguousarray(values), offsets)
+    return Packed(ids, n_obs, messages, valid, data)
 
 
 def basic_problems(values: np.ndarray, min_obs: int) -> str | None:

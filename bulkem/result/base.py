@@ -1,4 +1,10 @@
-"""FitResult: the tidy tables of a batch fit, and what can be computed from them."""
+"""FitResult: the tidy tables of a batch fit, whatever the model.
+
+The tables every model shares (``summary``, ``starts``, ``start_values``,
+``components``) are built here from the model's hooks (``param_columns``,
+``canonical``, ``n_free``, ``extra_tables``); what can be computed from a
+fit (densities, decoding) lives in each model's result class.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import config
+from .. import config
 
 STATUS_NAMES = {
     config.CONVERGED: "converged",
@@ -122,17 +128,18 @@ class FitResult:
     dtype: str
     elapsed: float
     n_dims: int = 1
-    _family: Any = field(repr=False, default=None)
+    tables: dict = field(default_factory=dict)
+    _model: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
 
     @staticmethod
-    def before_fits(fam, packed, job, n_starts) -> dict:
+    def before_fits(model, packed, job, n_starts) -> dict:
         """The parts of the tables that need the job's starts only, not its fits.
 
         The ``start_values`` table, the ``starts`` table's key columns and
         the dataset identifiers; the GPU engine builds them while the fits run.
         """
-        M, D = job.n_components, job.n_dims
+        M = model.n_components
         n_valid = len(packed.valid)
         ids = pd.Series(packed.ids)
         vids = ids.iloc[packed.valid].to_numpy()
@@ -140,13 +147,13 @@ class FitResult:
             "dataset": np.repeat(vids, n_starts * M),
             "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
             "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
-            **fam.param_columns(job.init, M, D),
+            **model.param_columns(job.init),
         })
         return {"start_values": start_values, "dataset": np.repeat(vids, n_starts),
                 "start": np.tile(np.arange(n_starts), n_valid), "ids": ids, "vids": vids}
 
     @classmethod
-    def assemble(cls, fam, packed, job, n_starts, seed, backend, dtype, elapsed,
+    def assemble(cls, model, packed, job, n_starts, seed, backend, dtype, elapsed,
                  early: dict | None = None) -> FitResult:
         """Build the tables from a finished :class:`bulkem.api.Job`.
 
@@ -154,8 +161,8 @@ class FitResult:
         engine builds it while the fits run).
         """
         if early is None:
-            early = cls.before_fits(fam, packed, job, n_starts)
-        M, D = job.n_components, job.n_dims
+            early = cls.before_fits(model, packed, job, n_starts)
+        M = model.n_components
         n_all, n_valid = len(packed.ids), len(packed.valid)
         ids, vids = early["ids"], early["vids"]
         code = job.status.reshape(n_valid, n_starts)
@@ -183,7 +190,7 @@ class FitResult:
         n_iter[packed.valid] = np.where(has, job.n_iter.reshape(n_valid, n_starts)[rows, best], -1)
         best_start = np.full(n_all, -1, dtype=np.int64)
         best_start[packed.valid] = np.where(has, best, -1)
-        k = fam.n_free(M, D)
+        k = model.n_free
         summary = _frame({
             "dataset": ids,
             "n_obs": n_obs,
@@ -198,16 +205,14 @@ class FitResult:
         })
 
         fitted = rows[has]
-        P = fam.per_component(D)
-        bp = job.params.reshape(n_valid, n_starts, M, P)[fitted, best[fitted]]
-        key = fam.order_key(bp.reshape(len(fitted), M * P), M, D)
-        order = np.argsort(key, axis=1, kind="stable")
-        bp = np.take_along_axis(bp, order[:, :, None], axis=1).reshape(len(fitted), M * P)
+        NP = job.params.shape[1]
+        bp = model.canonical(job.params.reshape(n_valid, n_starts, NP)[fitted, best[fitted]])
         components = _frame({
             "dataset": np.repeat(vids[fitted], M),
-            "component": np.tile(np.arange(1, M + 1), len(fitted)),
-            **fam.param_columns(bp, M, D),
+            model.component_label: np.tile(np.arange(1, M + 1), len(fitted)),
+            **model.param_columns(bp),
         })
+        extra = model.extra_tables(vids[fitted], bp)
 
         scode = job.status
         starts = _frame({
@@ -218,10 +223,11 @@ class FitResult:
             "n_iter": job.n_iter.astype(np.int64),
             "message": _categorical(_MESSAGE_CODER, scode),
         })
-        init_best = job.init.reshape(n_valid, n_starts, M * P)[fitted, best[fitted]]
+        init_best = job.init.reshape(n_valid, n_starts, NP)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
-        return cls(summary, components, starts, early["start_values"], backend, seed, fam.name, M,
-                   dtype, elapsed, n_dims=D, _family=fam, _best=best_map)
+        return cls(summary, components, starts, early["start_values"], backend, seed, model.name,
+                   M, dtype, elapsed, n_dims=model.n_dims, tables=extra, _model=model,
+                   _best=best_map)
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -232,14 +238,7 @@ class FitResult:
             raise KeyError(f"dataset {dataset!r} has no fit: {why}.") from None
 
     def _as_dict(self, params: np.ndarray) -> dict:
-        M = self.n_components
-        p = np.asarray(params).reshape(M, -1)
-        out, col = {}, 0
-        for key, shape in self._family.init_shapes(M, self.n_dims).items():
-            width = int(np.prod(shape[1:]))
-            out[key] = p[:, col : col + width].reshape(shape).copy()
-            col += width
-        return out
+        return self._model.as_dict(params)
 
     def params(self, dataset: Any) -> dict:
         """Fitted parameters of a dataset's best start, components in table order.
@@ -256,96 +255,6 @@ class FitResult:
     def init_params(self, dataset: Any) -> dict:
         """Starting values of a dataset's best start, in draw order."""
         return self._as_dict(self._get(dataset)[1])
-
-    def _points(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if self._family.ndim == 1:
-            if x.ndim == 2 and x.shape[1] == 1:
-                x = x[:, 0]
-            if x.ndim != 1:
-                raise ValueError(f"x has shape {x.shape}; expected (n,) for the "
-                                 f"{self.family!r} family.")
-            return x
-        if x.ndim == 1 and self.n_dims == 1:
-            x = x[:, None]
-        if x.ndim != 2 or x.shape[1] != self.n_dims:
-            raise ValueError(f"x has shape {x.shape}; expected (n, {self.n_dims}): "
-                             f"one row per point, one column per dimension.")
-        return x
-
-    def density(self, dataset: Any, x: Any) -> np.ndarray:
-        """The fitted mixture density of a dataset at points x (for plotting).
-
-        Parameters
-        ----------
-        dataset : identifier
-            As in ``summary["dataset"]``.
-        x : array-like of shape (n,) or (n, n_dims)
-            Points; (n, n_dims) for the Gaussian family.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-        """
-        return np.exp(self.score_samples(dataset, x))
-
-    def score_samples(self, dataset: Any, x: Any) -> np.ndarray:
-        """Log of the fitted mixture density at each point, as scikit-learn's.
-
-        Parameters
-        ----------
-        dataset : identifier
-            As in ``summary["dataset"]``: whose best fit to use.
-        x : array-like of shape (n,) or (n, n_dims)
-            Points; (n, n_dims) for the Gaussian family.
-
-        Returns
-        -------
-        ndarray of shape (n,)
-            Per-point log-likelihood; its sum over the dataset's own values is
-            ``summary.loglik``.
-        """
-        x = self._points(x)
-        return self._family.log_density(x, self._get(dataset)[0], self.n_components)
-
-    def predict_proba(self, dataset: Any, x: Any) -> np.ndarray:
-        """Posterior probability of each component at each point (responsibilities).
-
-        Parameters
-        ----------
-        dataset : identifier
-        x : array-like of shape (n,) or (n, n_dims)
-
-        Returns
-        -------
-        ndarray of shape (n, n_components)
-            Column ``l`` is component ``l + 1`` of the ``components`` table;
-            rows sum to 1.
-        """
-        x = self._points(x)
-        lc = self._family.log_components(x, self._get(dataset)[0], self.n_components)
-        top = np.max(lc, axis=1, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            e = np.exp(lc - top)
-            return e / e.sum(axis=1, keepdims=True)
-
-    def predict(self, dataset: Any, x: Any) -> np.ndarray:
-        """The most probable component of each point.
-
-        Parameters
-        ----------
-        dataset : identifier
-        x : array-like of shape (n,) or (n, n_dims)
-
-        Returns
-        -------
-        ndarray of shape (n,), int
-            Component numbers as in the ``components`` table, from 1
-            (subtract 1 for scikit-learn's 0-based labels).
-        """
-        x = self._points(x)
-        lc = self._family.log_components(x, self._get(dataset)[0], self.n_components)
-        return np.argmax(lc, axis=1) + 1
 
     def __repr__(self) -> str:
         counts = self.summary["status"].value_counts().to_dict()

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import config
-from . import cuda as cuda_engine
-
-cuda = cuda_engine.cuda
+from ... import config
+from . import bulk
+from .compat import SIMULATED, cuda
 
 
 @dataclass
@@ -46,23 +45,26 @@ class Chunk:
         Rows of the job's fit arrays, grouped by dataset in ``datasets`` order.
     fit_ds : ndarray of shape (n_fits,)
         Position in ``datasets`` of each fit's dataset.
-    feat, offsets, const, stride
+    data64, offsets, const
         The chunk's datasets packed as the kernel wants them (filled by
-        :func:`pack`; ``feat`` in float64, the engine makes the compute-dtype copy).
+        :func:`pack` from the model's ``kernel_data``; float arrays in
+        float64, the engine makes the compute-dtype copies).
+    longest : int
+        Values in the chunk's longest unit (sizes the models' per-lane buffers).
     """
 
     datasets: np.ndarray
     fits: np.ndarray
     fit_ds: np.ndarray
-    feat: np.ndarray | None = None
+    data64: tuple | None = None
     offsets: np.ndarray | None = None
     const: np.ndarray | None = None
-    stride: int = 0
+    longest: int = 0
 
 
 def _fit_ranges(job) -> tuple[np.ndarray, np.ndarray]:
     """First fit row and number of fits of every valid dataset (fits are dataset-major)."""
-    n_valid = len(job.offsets) - 1
+    n_valid = job.data.n_datasets
     counts = np.bincount(job.fit_ds, minlength=n_valid)
     first = np.zeros(n_valid, dtype=np.int64)
     np.cumsum(counts[:-1], out=first[1:])
@@ -93,14 +95,14 @@ def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int,
     ``ranges`` is ``_fit_ranges(job)``, if the caller has it.
     """
     first, counts = _fit_ranges(job) if ranges is None else ranges
-    n_feat = job.family.n_features(job.n_dims)
-    item = 8  # bytes per feature value: float64, and a copy in a narrower compute dtype
-    if np.dtype(job.dtype) != np.float64:
-        item += np.dtype(job.dtype).itemsize
-    per_fit = job.params.shape[1] * 8 + 32  # params, status, n_iter, loglik, fit_ds
-    n_obs = job.offsets[datasets + 1] - job.offsets[datasets]
+    item = job.model.bytes_per_value(job.dtype)  # bytes of batch data per value
+    # params, status, n_iter, loglik, fit_ds; the lanes' buffers (sized by the batch's longest unit)
+    per_fit = (job.params.shape[1] * 8 + 32 + bulk.lanes_per_fit(job.tol, job.dtype, job.model)
+               * job.model.sizes().buf_per_len * job.data.longest_unit() * 8)
+    sizes = job.data.dataset_sizes()
+    n_obs = sizes[datasets]
     n_fits = counts[datasets]
-    if (n_obs * n_feat * item + 16 + n_fits * per_fit).sum() <= budget and n_fits.sum() <= max_fits:
+    if (n_obs * item + 16 + n_fits * per_fit).sum() <= budget and n_fits.sum() <= max_fits:
         # All in one chunk (the common case), as the loop below would make it.
         start = np.repeat(first[datasets] - np.cumsum(n_fits) + n_fits, n_fits)
         fits = start + np.arange(n_fits.sum())
@@ -121,8 +123,8 @@ def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int,
         used = n_fits = 0
 
     for d in datasets:
-        n_obs = int(job.offsets[d + 1] - job.offsets[d])
-        data_bytes = n_obs * n_feat * item + 16
+        n_obs = int(sizes[d])
+        data_bytes = n_obs * item + 16
         if data_bytes + per_fit > budget:
             raise ValueError(
                 f"a dataset of {n_obs} values needs {data_bytes + per_fit} bytes of GPU memory "
@@ -144,15 +146,10 @@ def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int,
 
 
 def pack(job, chunk: Chunk) -> Chunk:
-    """Gather the chunk's datasets and compute their features (host side)."""
-    lo = job.offsets[chunk.datasets]
-    lens = job.offsets[chunk.datasets + 1] - lo
-    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    idx = np.repeat(lo - offsets[:-1], lens) + np.arange(offsets[-1])
-    chunk.feat, chunk.const = job.features(job.values[idx], offsets)
-    chunk.offsets = offsets
-    chunk.stride = int(offsets[-1])
+    """Gather the chunk's datasets and make the model's batch arrays of them (host side)."""
+    part = job.data.take(chunk.datasets)
+    chunk.data64, chunk.offsets, chunk.const = job.model.kernel_data(part)
+    chunk.longest = part.longest_unit()
     return chunk
 
 
@@ -177,12 +174,12 @@ def run_fits(job, progress, on_starts=None) -> None:
     then runs in the calling thread while the GPUs work, once the host
     threads have launched their first chunks.
     """
-    simulated = cuda_engine.numba_config.ENABLE_CUDASIM
+    simulated = SIMULATED
     devices = [0] if simulated else _devices()
     # The simulator cannot run two kernels at once: one stream, in this thread.
     n_threads = 1 if simulated else max(1, config.CUDA_HOST_THREADS // len(devices))  # per GPU
     first, counts = _fit_ranges(job)
-    lens = job.offsets[1:] - job.offsets[:-1]
+    lens = job.data.dataset_sizes()
     cost = lens * counts.astype(np.float64)
     order = np.arange(len(lens))
     if config.CUDA_GROUP_BY_SIZE:
@@ -225,7 +222,7 @@ def run_fits(job, progress, on_starts=None) -> None:
                 report(done - told[0])
                 told[0] = done
 
-        cuda_engine.finish(job, run, watch if watching else None)
+        bulk.finish(job, run, watch if watching else None)
         report(len(run.chunk.fits) - told[0])
 
     def worker(dev: int, work: queue.Queue, running=None) -> None:
@@ -239,7 +236,7 @@ def run_fits(job, progress, on_starts=None) -> None:
                     started = None
                     chunk = None if errors else _next(work)
                     if chunk is not None:
-                        started = cuda_engine.launch(job, pack(job, chunk),
+                        started = bulk.launch(job, pack(job, chunk),
                                                      streams[n % len(streams)])
                         n += 1  # the streams in turn
                         count_launch()
@@ -273,7 +270,7 @@ def run_fits(job, progress, on_starts=None) -> None:
             todo = []
             for dev, chunks, n_dev_threads in plans:
                 with cuda.gpus[dev]:
-                    opening = cuda_engine.launch(job, pack(job, chunks[0]), cuda.stream())
+                    opening = bulk.launch(job, pack(job, chunks[0]), cuda.stream())
                 count_launch()
                 work = _queue(chunks[1:])
                 todo += [(dev, work, opening if k == 0 else None) for k in range(n_dev_threads)]

@@ -1,0 +1,96 @@
+"""Save or compare the tables of a fixed set of fits, to check that a refactor changes no bit.
+
+    python benchmarks/golden_tables.py save FILE      # before the change
+    python benchmarks/golden_tables.py check FILE     # after it: every table equal, bit for bit
+
+Runs the CPU engine (both regimes) and, with ``--cuda``, the CUDA engine (the
+simulator unless a GPU is present: keep the sizes small there), over both
+mixture families, several component counts, both dtypes and tolerances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+
+import numpy as np
+
+
+def cases(cuda: bool):
+    from bulkem.datasets import simulate_demo
+
+    ig = simulate_demo(6, 300, seed=3)
+    ig_big = simulate_demo(1, 40_000, seed=4)
+    rng = np.random.default_rng(5)
+    ga = [np.concatenate([rng.normal(0, 1, (150, 2)), rng.normal(4, 0.5, (100, 2))])
+          for _ in range(4)]
+    ga_big = [np.concatenate([rng.normal(0, 1, (20_000, 3)), rng.normal(3, 0.7, (15_000, 3))])]
+    backends = ["cpu"] + (["cuda"] if cuda else [])
+    for backend in backends:
+        small = backend == "cuda"
+        for dtype in ("float64", "float32"):
+            for tol in (0.0, 1e-6):
+                for m in (1, 2, 3):
+                    data = [x[:60] for x in ig[:2]] if small else ig
+                    yield (f"ig-{backend}-{dtype}-{tol}-{m}", dict(
+                        datasets=data, family="invgauss", n_components=m,
+                        n_starts=2 if small else 5, max_iter=8 if small else 60, tol=tol,
+                        seed=11, backend=backend, dtype=dtype))
+                    data = [x[:40] for x in ga[:2]] if small else ga
+                    yield (f"ga-{backend}-{dtype}-{tol}-{m}", dict(
+                        datasets=data, family="gaussian", n_components=m,
+                        n_starts=2 if small else 4, max_iter=8 if small else 60, tol=tol,
+                        seed=12, backend=backend, dtype=dtype))
+            if not small:  # the one-large-dataset regime (CPU)
+                yield (f"ig-large-{dtype}", dict(datasets=ig_big, family="invgauss", n_components=2,
+                                                 n_starts=1, max_iter=20, seed=13, backend=backend,
+                                                 dtype=dtype))
+                yield (f"ga-large-{dtype}", dict(datasets=ga_big, family="gaussian",
+                                                 n_components=2, n_starts=1, max_iter=20, seed=14,
+                                                 backend=backend, dtype=dtype))
+
+
+def run(cuda: bool) -> dict:
+    import bulkem
+
+    out = {}
+    for name, kw in cases(cuda):
+        res = bulkem.fit(progress=False, **kw)
+        out[name] = {k: getattr(res, k) for k in ("summary", "components", "starts",
+                                                  "start_values")}
+        print(name, res.summary.loglik.round(6).tolist(), flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("action", choices=["save", "check"])
+    ap.add_argument("file")
+    ap.add_argument("--cuda", action="store_true")
+    args = ap.parse_args()
+    got = run(args.cuda)
+    if args.action == "save":
+        with open(args.file, "wb") as fh:
+            pickle.dump(got, fh)
+        return 0
+    with open(args.file, "rb") as fh:
+        want = pickle.load(fh)
+    bad = 0
+    for name, tables in want.items():
+        for key, table in tables.items():
+            other = got[name][key]
+            same = table.shape == other.shape and all(
+                np.array_equal(table[c].to_numpy(), other[c].to_numpy(), equal_nan=True)
+                if table[c].dtype.kind == "f"
+                else (table[c].astype(str) == other[c].astype(str)).all()
+                for c in table.columns)
+            if not same:
+                bad += 1
+                print(f"DIFFERS: {name} {key}")
+    print(f"{bad} table(s) differ of {sum(len(t) for t in want.values())}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""Input forms -> validated, packed batches (values + offsets)."""
+
+from .inputs import Packed, as_datasets, basic_problems, pack
+from .ragged import Ragged
+
+__all__ = ["Packed", "Ragged", "as_datasets", "basic_problems", "pack"]

@@ -1,0 +1,64 @@
+"""Ragged batches: values + offsets, with a second level grouping units into datasets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Ragged:
+    """Datasets of units of values, in two levels of offsets.
+
+    A unit is the grain at which a model's likelihood factorises: one unit
+    per dataset for a mixture (all its observations), a sequence for a
+    hidden Markov model.  Unit ``k`` is ``values[units[k]:units[k + 1]]`` and
+    dataset ``d`` is units ``groups[d]`` to ``groups[d + 1]`` (the layout
+    hmmlearn uses for many sequences, one level up).
+
+    Attributes
+    ----------
+    values : ndarray of shape (n_values,) or (n_values, n_dims)
+    units : ndarray of shape (n_units + 1,), int64
+    groups : ndarray of shape (n_datasets + 1,), int64
+    """
+
+    values: np.ndarray
+    units: np.ndarray
+    groups: np.ndarray
+
+    @classmethod
+    def flat(cls, values: np.ndarray, offsets: np.ndarray) -> Ragged:
+        """One unit per dataset: dataset ``d`` is ``values[offsets[d]:offsets[d + 1]]``."""
+        return cls(values, offsets, np.arange(len(offsets), dtype=np.int64))
+
+    @property
+    def n_datasets(self) -> int:
+        return len(self.groups) - 1
+
+    @property
+    def value_offsets(self) -> np.ndarray:
+        """Where each dataset's values start and end, ``(n_datasets + 1,)``."""
+        return self.units[self.groups]
+
+    def dataset_sizes(self) -> np.ndarray:
+        """Values per dataset, ``(n_datasets,)``."""
+        return np.diff(self.value_offsets)
+
+    def longest_unit(self) -> int:
+        """Values in the longest unit (0 if there is none)."""
+        return int(np.diff(self.units).max()) if len(self.units) > 1 else 0
+
+    def take(self, datasets: np.ndarray) -> Ragged:
+        """The given datasets, in that order, packed anew (offsets from 0)."""
+        datasets = np.asarray(datasets, dtype=np.int64)
+        n_units = self.groups[datasets + 1] - self.groups[datasets]
+        groups = np.zeros(len(datasets) + 1, dtype=np.int64)
+        np.cumsum(n_units, out=groups[1:])
+        uidx = np.repeat(self.groups[datasets] - groups[:-1], n_units) + np.arange(groups[-1])
+        lens = self.units[uidx + 1] - self.units[uidx]
+        units = np.zeros(len(uidx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=units[1:])
+        vidx = np.repeat(self.units[uidx] - units[:-1], lens) + np.arange(units[-1])
+        return Ragged(self.values[vidx], units, groups)

@@ -1,0 +1,96 @@
+"""A chunk's arrays in one byte buffer each way: page-locked host memory and its device twin.
+
+A chunk's inputs travel to the GPU in one copy and its results come back in
+one; page-locking and device allocation are slow, so buffers are pooled per
+GPU for later chunks and calls.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from ... import config
+from .compat import SIMULATED, cuda
+
+ALIGN = 256  # bytes: where each array of a chunk's buffer starts
+_pool: dict = {}  # device -> Buffers (page-locked) not in use
+_pool_lock = threading.Lock()
+
+
+def layout(arrays: list[tuple[np.dtype, tuple]]) -> list[tuple[int, np.dtype | None, tuple]]:
+    """(byte offset, dtype, shape) of each array in one buffer, then ``(end, None, ())``."""
+    out, pos = [], 0
+    for dtype, shape in arrays:
+        dtype = np.dtype(dtype)
+        out.append((pos, dtype, tuple(shape)))
+        pos += -(-dtype.itemsize * math.prod(shape) // ALIGN) * ALIGN
+    out.append((pos, None, ()))
+    return out
+
+
+def _views(buf, layout) -> list:
+    """Typed views of a host or device byte buffer, as ``layout`` places them."""
+    return [buf[pos:pos + dtype.itemsize * math.prod(shape)].view(dtype).reshape(shape)
+            for pos, dtype, shape in layout[:-1]]
+
+
+class Buffers:
+    """A chunk's host and device byte buffers, of one size, and their last typed views.
+
+    The host buffer is page-locked when ``pinned`` (asynchronous copies at
+    full speed).  The views of the last layout are kept: chunks of the same
+    shape (the next call on a batch of the same shape) reuse them.
+    """
+
+    def __init__(self, nbytes: int, pinned: bool) -> None:
+        self.host = cuda.pinned_array(nbytes, np.uint8) if pinned else np.empty(nbytes, np.uint8)
+        self.device = cuda.device_array(nbytes, np.uint8)
+        self.pinned = pinned
+        self._key: tuple | None = None
+        self._views: tuple = ()
+
+    def __len__(self) -> int:
+        return len(self.host)
+
+    def views(self, layout) -> tuple[list, list]:
+        """Typed views of the host and the device buffer, as ``layout`` places them."""
+        key = tuple(layout)
+        if key != self._key:
+            self._views = (_views(self.host, layout), _views(self.device, layout))
+            self._key = key
+        return self._views
+
+
+def take(nbytes: int) -> Buffers:
+    """Host and device buffers for one chunk.
+
+    Page-locking and device allocation are slow, so buffers up to
+    ``config.CUDA_PINNED_MAX_BYTES`` are page-locked and kept in a pool for
+    later chunks and calls (:func:`give` returns them).  Larger
+    ones (and all under the simulator) are ordinary host memory, not pooled.
+    """
+    if nbytes > config.CUDA_PINNED_MAX_BYTES or SIMULATED:
+        return Buffers(nbytes, pinned=False)
+    dev = cuda.get_current_device().id
+    with _pool_lock:
+        free = _pool.setdefault(dev, [])
+        big = [k for k, b in enumerate(free) if len(b) >= nbytes]
+        if big:
+            return free.pop(min(big, key=lambda k: len(free[k])))  # the smallest that will do
+    return Buffers(nbytes, pinned=True)
+
+
+def give(bufs: Buffers) -> None:
+    """Return a chunk's buffers to the pool once the GPU is done with them."""
+    if not bufs.pinned:
+        return
+    with _pool_lock:
+        free = _pool.setdefault(cuda.get_current_device().id, [])
+        free.append(bufs)
+        if len(free) > config.CUDA_PINNED_POOL:
+            free.pop(min(range(len(free)), key=lambda k: len(free[k])))
+
+

@@ -1,0 +1,1 @@
+"""The model-agnostic EM loop (:mod:`.driver`) and random starts (:mod:`.starts`)."""

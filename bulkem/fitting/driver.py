@@ -1,0 +1,183 @@
+"""The one EM driver, written once and compiled for the CPU and the GPU.
+
+:func:`make_em` builds the EM loop of a single fit from a model's
+:class:`~bulkem.models.base.Pieces`.  The same Python source is compiled for
+a :class:`~bulkem.kernels.target.Target`: with ``numba.njit`` (CPU engine:
+one thread runs a fit, ``lane = 0``, ``step = 1``) or as a CUDA device
+function (GPU engine: a group of lanes shares a fit, lane ``j`` takes items
+``j, j + G, ...``, and the target's ``allreduce`` sums across the group).
+The driver knows nothing about the model; per fit it runs:
+
+* ``setup`` once: the fit's constants (summed over the lanes);
+* per iteration: ``prepare`` (coefficients) -> ``estep`` over the lane's
+  items -> sum the log-likelihood and statistics over the lanes ->
+  ``complete`` -> the stopping rule -> ``mstep``.
+
+The returned log-likelihood is that of the returned parameters: stop if the
+log-likelihood ``L`` is not finite (degenerate), fell by more than rounding
+since the previous iteration (degenerate), changed by less than ``tol``
+(converged) or ``max_iter`` M-steps are done (max_iter); otherwise M-step,
+and repeat.  ``n_iter`` counts the M-steps.
+
+Sums over items and the M-step are float64.  With a float32 compute dtype
+the iterations run on the float32 pieces and data, with two exceptions that
+use the float64 ones:
+
+* ``setup`` and the returned log-likelihood (one more float64 E-step at the
+  returned parameters): the figure users compare across starts and models
+  is accurate to float64 rounding of the data, not to float32 sums;
+* a fit that float32 would stop as degenerate (a failed M-step, a
+  log-likelihood that fell or is not finite) gives up and is fitted again in
+  float64 from its start (see ``Target.redo_here``): it is then the float64
+  fit from that start.  Such fits are mostly starts heading for a collapsing
+  component, whose statistics float32 cannot resolve.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import config
+
+
+def make_stop(jit):
+    """Build the stopping rule shared by every engine.
+
+    Returns
+    -------
+    callable
+        ``stop(ll, ll_prev, it, max_iter, tol, drop_rtol) -> status``: the
+        final status of a fit whose E-step at iteration ``it`` (M-steps done
+        so far) gave log-likelihood ``ll``, or -1 to go on with an M-step.
+    """
+    CONVERGED = config.CONVERGED
+    MAX_ITER = config.MAX_ITER
+    NONFINITE = config.DEGENERATE_NONFINITE
+    DECREASE = config.DEGENERATE_DECREASE
+
+    def stop(ll, ll_prev, it, max_iter, tol, drop_rtol):
+        if not math.isfinite(ll):
+            return NONFINITE
+        if it > 0:
+            if ll < ll_prev - drop_rtol * abs(ll_prev):
+                return DECREASE
+            if abs(ll - ll_prev) < tol:
+                return CONVERGED
+        if it == max_iter:
+            return MAX_ITER
+        return -1
+
+    return jit(stop)
+
+
+def make_em(model, dtype, target):
+    """Build the single-fit EM loop of a model.
+
+    Parameters
+    ----------
+    model : bulkem.models.Model
+        Supplies ``sizes()`` and ``pieces(dtype, target)``.
+    dtype : numpy scalar type
+        Compute dtype of the per-item math (float32 or float64).
+    target : bulkem.kernels.target.Target
+
+    Returns
+    -------
+    callable
+        ``em(data, data64, lo, hi, lane, step, const, params, tot, coef, work,
+        stats, scratch, work64, scratch64, back, buf, xc, max_iter, tol,
+        drop_rtol, reg) -> (status, n_iter, loglik)``: ``data`` is the
+        model's batch tuple in the compute dtype and ``data64`` in float64
+        (the same tuple in float64), ``lo, hi`` the dataset's items, ``const``
+        its constant log-likelihood term; ``params`` (float64) is updated in
+        place and the rest are scratch of the model's :class:`Sizes`: ``tot``,
+        ``coef``, ``stats`` and ``back`` (parameters) float64, ``work`` and
+        ``scratch`` in the compute dtype, ``work64`` and ``scratch64`` the
+        same in float64 (for a float32 fit's float64 passes), ``buf`` the
+        lane's buffer.  ``xc`` is ``EXP_CONSTS``.
+    """
+    sizes = model.sizes()
+    NS = sizes.stats
+    NT = sizes.totals
+    NP = sizes.params
+    NARROW = dtype != np.float64
+    REDO_HERE = target.redo_here
+    REDO = config.REDO_FLOAT64
+    DROP64 = config.DECREASE_RTOL["float64"]
+    allreduce = target.allreduce
+    allreduce_vec = target.allreduce_vec
+    wide = model.pieces(np.float64, target)
+    loop64 = _make_loop(wide, NS, target, give_up=False)
+    loop = _make_loop(model.pieces(dtype, target), NS, target, give_up=True) if NARROW else loop64
+    setup64, prepare64, estep64 = wide.setup, wide.prepare, wide.estep
+
+    def em(data, data64, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch,
+           work64, scratch64, back, buf, xc, max_iter, tol, drop_rtol, reg):
+        for k in range(NT):
+            tot[k] = 0.0
+        setup64(data64, lo + lane, hi, step, tot)
+        allreduce_vec(tot, 0, NT)
+        if not NARROW:
+            return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
+                          scratch64, buf, xc, max_iter, tol, drop_rtol, reg)
+        if REDO_HERE:
+            for k in range(NP):
+                back[k] = params[k]
+        status, it, ll = loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats,
+                              scratch, buf, xc, max_iter, tol, drop_rtol, reg)
+        if status >= 0:  # the returned log-likelihood, in float64 at the same parameters
+            base = prepare64(params, tot, coef, work64)
+            ll = estep64(data64, lo + lane, hi, step, work64, stats, scratch64, buf, xc)
+            return status, it, allreduce(ll) + base + const
+        if not REDO_HERE:
+            return REDO, it, ll
+        for k in range(NP):  # float32 gave up: the fit again, in float64, from its start
+            params[k] = back[k]
+        return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
+                      scratch64, buf, xc, max_iter, tol, DROP64, reg)
+
+    return target.jit(em)
+
+
+def _make_loop(pieces, NS, target, give_up: bool):
+    """The EM iterations of :func:`make_em` with one set of pieces (one compute dtype).
+
+    ``loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats,
+    scratch, buf, xc, max_iter, tol, drop_rtol, reg) -> (status, n_iter,
+    loglik)``.  With ``give_up``, a fit it would stop as degenerate returns
+    status -1 instead.
+    """
+    prepare_f, estep_f, complete_f, mstep_f = (pieces.prepare, pieces.estep, pieces.complete,
+                                               pieces.mstep)
+    FIRST = pieces.first_stat
+    allreduce = target.allreduce
+    allreduce_vec = target.allreduce_vec
+    stop_f = make_stop(target.jit)
+    GIVE_UP = give_up
+    NONFINITE = config.DEGENERATE_NONFINITE  # this and above: the degenerate statuses
+
+    def loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch, buf, xc,
+             max_iter, tol, drop_rtol, reg):
+        n = hi - lo
+        it = 0
+        ll_prev = 0.0
+        while True:
+            base = prepare_f(params, tot, coef, work)
+            for k in range(NS):
+                stats[k] = 0.0
+            ll = estep_f(data, lo + lane, hi, step, work, stats, scratch, buf, xc)
+            ll = allreduce(ll) + base + const
+            allreduce_vec(stats, FIRST, NS)
+            complete_f(stats, tot)
+            status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
+            if status >= 0:
+                return -1 if GIVE_UP and status >= NONFINITE else status, it, ll
+            status = mstep_f(stats, params, n, reg)
+            if status != 0:
+                return -1 if GIVE_UP else status, it, ll
+            ll_prev = ll
+            it += 1
+
+    return target.jit(loop)

@@ -1,0 +1,6 @@
+"""Device math shared by every model: fast exp, scaled numbers, compile targets.
+
+Everything here is plain Python written once and compiled twice, with
+``numba.njit`` for the CPU and as CUDA device functions for the GPU (see
+:class:`bulkem.kernels.target.Target`).
+"""

@@ -1,0 +1,55 @@
+"""Where device functions are compiled, and how the lanes that share a fit combine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from numba import njit
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compile target for the model pieces and the EM driver.
+
+    Attributes
+    ----------
+    name : str
+        "cpu" or "cuda".
+    jit : callable
+        Compiles a device function: ``numba.njit(inline="always")`` or a CUDA
+        device-function decorator.
+    allreduce : callable
+        ``allreduce(x) -> x`` summed over the lanes that share a fit (the
+        identity on the CPU, where one thread runs a fit).
+    allreduce_vec : callable
+        ``allreduce_vec(a, lo, hi)``: the same, in place, for ``a[lo:hi]``.
+    approx32 : tuple or None
+        ``(exp_neg, recip)`` compiled for float32 by the target (the GPU's
+        hardware approximations), or None for the portable ones.
+    redo_here : bool
+        What a float32 fit that gives up does: fit again in float64 at once
+        (True), or return ``config.REDO_FLOAT64`` for the engine to refit it
+        (False: the GPU, where one fit's float64 iterations would hold up the
+        float32 fits sharing its warp).
+    """
+
+    name: str
+    jit: Callable
+    allreduce: Callable
+    allreduce_vec: Callable
+    approx32: tuple | None = None
+    redo_here: bool = True
+
+
+@njit(inline="always")
+def _same(x):
+    return x
+
+
+@njit(inline="always")
+def _nothing(a, lo, hi):
+    pass
+
+
+CPU = Target("cpu", njit(inline="always"), _same, _nothing)

@@ -1,0 +1,25 @@
+"""The models bulkem fits, by family name.
+
+Each model supplies the EM driver's pieces (:mod:`bulkem.models.base`):
+mixtures (:mod:`.mixture`).  A family
+reads its input form (``read``) and builds the model for the data and
+options (``model``).
+"""
+
+from __future__ import annotations
+
+from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
+
+FAMILIES: dict = {**MIXTURE_FAMILIES}
+
+
+def get(name):
+    """The family called ``name``; raises ValueError naming the known ones."""
+    if not isinstance(name, str) or name not in FAMILIES:
+        raise ValueError(
+            f"unknown family {name!r}; expected one of {sorted(FAMILIES)} (family=)."
+        )
+    return FAMILIES[name]
+
+
+__all__ = ["FAMILIES", "Family", "MixtureModel", "get"]

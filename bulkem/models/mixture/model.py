@@ -1,0 +1,250 @@
+"""A finite mixture of a family's components, as a model of the EM driver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ...data import Packed, pack
+from ...fitting import starts
+from ..base import Pieces, Sizes
+from .family import Family
+from .fused import make_pass
+
+
+@njit(cache=True, nogil=True)  # called by the CUDA scheduler's threads
+def segment_sums(x, offsets):
+    """``out[k] = sum(x[offsets[k]:offsets[k + 1]])``, in order."""
+    out = np.zeros(len(offsets) - 1)
+    for k in range(len(offsets) - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            s += x[i]
+        out[k] = s
+    return out
+
+
+@dataclass(frozen=True)
+class MixtureModel:
+    """``M`` components of a :class:`Family` in ``D`` dimensions.
+
+    The items the lanes of a fit split are the dataset's observations.  The
+    batch data of the kernels is ``(feat, stride)``: the family's features of
+    every observation, feature ``f`` of observation ``i`` at
+    ``feat[f * stride + i]``.
+    """
+
+    family: Family
+    n_components: int
+    n_dims: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.family.name
+
+    @property
+    def key(self) -> tuple:
+        """What the compiled code depends on (for compile caches)."""
+        return ("mixture", self.family.name, self.n_components, self.n_dims)
+
+    component_label = "component"  # the components table's numbering column
+
+    @property
+    def init_methods(self) -> tuple[str, ...]:
+        """The ``init_method`` values this family offers."""
+        return ("subset", "kmeans++") if self.family.centre_init is not None else ("subset",)
+
+    @property
+    def default_init(self) -> str:
+        return self.family.default_init
+
+    @property
+    def n_params(self) -> int:
+        return self.family.n_params(self.n_components, self.n_dims)
+
+    @property
+    def n_free(self) -> int:
+        """Free parameters, for AIC and BIC."""
+        return self.family.n_free(self.n_components, self.n_dims)
+
+    @property
+    def result_class(self):
+        from ...result.mixture import MixtureResult
+
+        return MixtureResult
+
+    def bytes_per_value(self, dtype) -> int:
+        """Bytes of kernel data per observation: float64 features, and a narrower copy."""
+        item = 8 if np.dtype(dtype) == np.float64 else 8 + np.dtype(dtype).itemsize
+        return self.family.n_features(self.n_dims) * item
+
+    # --- data -----------------------------------------------------------------
+
+    def check(self, values: np.ndarray) -> str | None:
+        """Why a dataset cannot be fitted, or None."""
+        return self.family.check(values, self.n_components)
+
+    def pack(self, pairs: list) -> Packed:
+        """Validate the datasets (``(identifier, array)`` pairs) and pack the valid ones."""
+        return pack(pairs, self.check)
+
+    def kernel_data(self, data) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The kernels' batch tuple, item offsets and per-dataset constants.
+
+        Parameters
+        ----------
+        data : bulkem.data.Ragged
+            Datasets of one unit each (their observations).
+
+        Returns
+        -------
+        data : tuple
+            ``(feat, stride)``, ``feat`` of shape ``(n_features * n,)`` float64.
+        offsets : ndarray of shape (n_datasets + 1,)
+            The datasets' observation ranges.
+        const : ndarray of shape (n_datasets,)
+            Per-dataset sum of the family's shared log-density term.
+        """
+        values, offsets = data.values, data.value_offsets
+        feat = np.ascontiguousarray(self.family.features(values)).reshape(-1)
+        const = segment_sums(self.family.obs_const(values), offsets)
+        return (feat, len(values)), offsets, const
+
+    # --- starts ---------------------------------------------------------------
+
+    def start_plan(self, data, keys: np.ndarray, seed: int, method: str,
+                   user: np.ndarray | None) -> starts.StartPlan:
+        """How the random starts of a batch are drawn (a ``fitting.starts.StartPlan``)."""
+        fam, M, values, offsets = self.family, self.n_components, data.values, data.value_offsets
+        fn = starts.kmeanspp_starts if method == "kmeans++" else starts.subset_starts
+
+        def draw(fit_ds, fit_start, out):
+            return fn(fam, M, values, offsets, fit_ds, fit_start, keys, seed, out)
+
+        return starts.StartPlan(draw, user)
+
+    def init_shapes(self) -> dict:
+        """The keys of user starting values and the shape each takes for one start."""
+        return self.family.init_shapes(self.n_components, self.n_dims)
+
+    def user_starts(self, init: Mapping) -> np.ndarray:
+        """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
+        M = self.n_components
+        shapes = self.init_shapes()
+        blocks = [b.reshape(len(b), M, -1) for b in _init_blocks(init, shapes)]
+        out = np.concatenate(blocks, axis=2)
+        w = out[:, :, 0]
+        if np.any(~np.isfinite(out)) or np.any(w <= 0):
+            raise ValueError("init values must be finite and the weights positive.")
+        if "var" in shapes and np.any(blocks[list(shapes).index("var")] <= 0):
+            raise ValueError("init['var'] must be positive: variances of the Gaussian components.")
+        out[:, :, 0] = w / w.sum(axis=1, keepdims=True)
+        return out.reshape(len(out), -1)
+
+    # --- tables ---------------------------------------------------------------
+
+    def param_columns(self, params: np.ndarray) -> dict:
+        """Table columns, one row per (fit, component), from ``params`` (n_fits, n_params)."""
+        return self.family.param_columns(params, self.n_components, self.n_dims)
+
+    def canonical(self, params: np.ndarray) -> np.ndarray:
+        """``params`` (n_fits, n_params) with each fit's components in increasing location."""
+        M, D = self.n_components, self.n_dims
+        P = self.family.per_component(D)
+        key = self.family.order_key(params, M, D)
+        order = np.argsort(key, axis=1, kind="stable")
+        p = params.reshape(len(params), M, P)
+        return np.take_along_axis(p, order[:, :, None], axis=1).reshape(len(params), M * P)
+
+    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
+        """Tables beyond the shared ones: none for a mixture."""
+        return {}
+
+    def as_dict(self, params: np.ndarray) -> dict:
+        """One fit's parameters in the form ``fit(init=...)`` takes."""
+        p = np.asarray(params).reshape(self.n_components, -1)
+        out, col = {}, 0
+        for key, shape in self.init_shapes().items():
+            width = int(np.prod(shape[1:]))
+            out[key] = p[:, col : col + width].reshape(shape).copy()
+            col += width
+        return out
+
+    def sizes(self) -> Sizes:
+        fam, M, D = self.family, self.n_components, self.n_dims
+        NS = fam.n_stats(M, D)
+        NC = fam.n_coef(M, D)
+        return Sizes(params=fam.n_params(M, D), stats=NS, totals=NS // M, coef=NC, work=NC,
+                     scratch=NS + M)
+
+    def pieces(self, dtype, target) -> Pieces:
+        """The fused pass (:func:`make_pass`) and the family's M-step, as driver pieces."""
+        fam, M, D = self.family, self.n_components, self.n_dims
+        jit = target.jit
+        approx = target.approx32 if dtype == np.float32 else None
+        totals, shift, estep_f, complete, first = make_pass(fam, M, D, dtype, jit, approx)
+        coef_f = jit(fam.coef)
+        mstep_f = jit(fam.mstep)
+        NS = fam.n_stats(M, D)
+        P = fam.per_component(D)  # parameters per component, the weight first
+        LEAD = first == 1 and M > 1
+
+        def lead_py(params):
+            # The pass derives component 0 from the totals, which is accurate only
+            # while component 0 is not small: keep the heaviest first.
+            for m in range(1, M):
+                if params[P * m] > params[0]:
+                    for k in range(P):
+                        a = params[k]
+                        params[k] = params[P * m + k]
+                        params[P * m + k] = a
+
+        lead = jit(lead_py)
+
+        def setup(data, lo, hi, step, tot):
+            feat, stride = data
+            totals(feat, stride, lo, hi, step, tot)
+
+        def prepare(params, tot, coef, work):
+            if LEAD:
+                lead(params)
+            coef_f(params, M, D, coef)
+            return shift(coef, tot, work)
+
+        def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
+            feat, stride = data
+            return estep_f(work, feat, stride, lo, hi, step, stats, scratch[:NS],
+                           scratch[NS:NS + M], xc)
+
+        def mstep(stats, params, n, reg):
+            return mstep_f(stats, params, M, D, n, reg)
+
+        return Pieces(jit(setup), jit(prepare), jit(estep), complete, jit(mstep), NS // M * first)
+
+
+def _init_blocks(init: Mapping, shapes: dict) -> list[np.ndarray]:
+    """User starting values as one array per key, each of shape (k,) + shape."""
+    if not isinstance(init, Mapping):
+        raise TypeError(
+            f"init is a {type(init).__name__}; expected a dict with keys {list(shapes)}."
+        )
+    if sorted(init) != sorted(shapes):
+        raise ValueError(f"init has keys {list(init)}; expected exactly {list(shapes)}.")
+    blocks = []
+    for key, shape in shapes.items():
+        a = np.asarray(init[key], dtype=np.float64)
+        if a.shape == shape:
+            a = a[None]
+        if a.shape[1:] != shape:
+            raise ValueError(
+                f"init[{key!r}] has shape {np.shape(init[key])}; expected {shape} for one "
+                f"start or (n_starts,) + {shape} for several."
+            )
+        blocks.append(a)
+    k = {len(b) for b in blocks}
+    if len(k) != 1:
+        raise ValueError(f"init arrays give different numbers of starts: {sorted(k)}.")
+    return blocks

@@ -1,0 +1,109 @@
+"""What can be computed from a mixture fit: densities, scores, component probabilities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import FitResult
+
+
+class MixtureResult(FitResult):
+    """Result of :func:`bulkem.fit` for a mixture family.
+
+    The tables of :class:`FitResult`; ``components`` has one row per
+    (dataset, component) of the best start, numbered from 1 in increasing
+    order of their location (``mu`` for the inverse-Gaussian family,
+    ``mean_1`` for the Gaussian family).
+    """
+
+    def _points(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if self._model.family.ndim == 1:
+            if x.ndim == 2 and x.shape[1] == 1:
+                x = x[:, 0]
+            if x.ndim != 1:
+                raise ValueError(f"x has shape {x.shape}; expected (n,) for the "
+                                 f"{self.family!r} family.")
+            return x
+        if x.ndim == 1 and self.n_dims == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[1] != self.n_dims:
+            raise ValueError(f"x has shape {x.shape}; expected (n, {self.n_dims}): "
+                             f"one row per point, one column per dimension.")
+        return x
+
+    def density(self, dataset: Any, x: Any) -> np.ndarray:
+        """The fitted mixture density of a dataset at points x (for plotting).
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``.
+        x : array-like of shape (n,) or (n, n_dims)
+            Points; (n, n_dims) for the Gaussian family.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
+        return np.exp(self.score_samples(dataset, x))
+
+    def score_samples(self, dataset: Any, x: Any) -> np.ndarray:
+        """Log of the fitted mixture density at each point, as scikit-learn's.
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``: whose best fit to use.
+        x : array-like of shape (n,) or (n, n_dims)
+            Points; (n, n_dims) for the Gaussian family.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Per-point log-likelihood; its sum over the dataset's own values is
+            ``summary.loglik``.
+        """
+        x = self._points(x)
+        return self._model.family.log_density(x, self._get(dataset)[0], self.n_components)
+
+    def predict_proba(self, dataset: Any, x: Any) -> np.ndarray:
+        """Posterior probability of each component at each point (responsibilities).
+
+        Parameters
+        ----------
+        dataset : identifier
+        x : array-like of shape (n,) or (n, n_dims)
+
+        Returns
+        -------
+        ndarray of shape (n, n_components)
+            Column ``l`` is component ``l + 1`` of the ``components`` table;
+            rows sum to 1.
+        """
+        x = self._points(x)
+        lc = self._model.family.log_components(x, self._get(dataset)[0], self.n_components)
+        top = np.max(lc, axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(lc - top)
+            return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, dataset: Any, x: Any) -> np.ndarray:
+        """The most probable component of each point.
+
+        Parameters
+        ----------
+        dataset : identifier
+        x : array-like of shape (n,) or (n, n_dims)
+
+        Returns
+        -------
+        ndarray of shape (n,), int
+            Component numbers as in the ``components`` table, from 1
+            (subtract 1 for scikit-learn's 0-based labels).
+        """
+        x = self._points(x)
+        lc = self._model.family.log_components(x, self._get(dataset)[0], self.n_components)
+        return np.argmax(lc, axis=1) + 1
