@@ -113,7 +113,7 @@ def large_problem(args, gpu, rows, notes):
 
     results = {}
     if gpu:
-        from bulkem.engines import large
+        from bulkem.models.mixture import wide as large
 
         fit("cuda", 2)  # compile
         s, res = per_iteration(lambda k: fit("cuda", k), k1, k2, args.repeat)
@@ -211,8 +211,8 @@ def profile(args, rows):
     ordinary and with prepared arguments, for a few kernel shapes."""
     from numba import cuda, njit
 
-    from bulkem import families
-    from bulkem.engines import large
+    from bulkem import models as families
+    from bulkem.models.mixture import wide as large
 
     n, m, d = args.large_n, args.large_m, args.large_d
     x, w, means, var = mixture(n, d, m, seed=1, dtype=np.float32)

@@ -77,7 +77,7 @@ def breakdown(data, args, dtype):
     from bulkem.result import FitResult
 
     spent = {"job": 0.0, "engine": 0.0, "before_fits (in engine)": 0.0, "tables": 0.0}
-    orig = (api._make_job, cuda_engine.run_fits, FitResult.assemble,
+    orig = (api.make_job, cuda_engine.run_fits, FitResult.assemble,
             FitResult.before_fits)
 
     def wrap(name, fn):
@@ -89,7 +89,7 @@ def breakdown(data, args, dtype):
                 spent[name] += time.perf_counter() - t0
         return inner
 
-    api._make_job = wrap("job", orig[0])
+    api.make_job = wrap("job", orig[0])
     cuda_engine.run_fits = wrap("engine", orig[1])
     FitResult.assemble = classmethod(wrap("tables", orig[2].__func__))
     FitResult.before_fits = staticmethod(wrap("before_fits (in engine)", orig[3]))
@@ -98,7 +98,7 @@ def breakdown(data, args, dtype):
         fit(data, args, backend="cuda", dtype=dtype)
         total = time.perf_counter() - t0
     finally:
-        api._make_job, cuda_engine.run_fits = orig[0], orig[1]
+        api.make_job, cuda_engine.run_fits = orig[0], orig[1]
         FitResult.assemble = orig[2]
         FitResult.before_fits = staticmethod(orig[3])
     parts = "  ".join(f"{k} {v * 1e3:.1f} ms" for k, v in spent.items())

@@ -21,7 +21,8 @@ import numpy as np
 
 import bulkem
 from bulkem import config
-from bulkem.engines import cuda as cuda_engine
+from bulkem.engines.cuda import buffers
+from bulkem.engines.cuda import compat as cuda_engine
 
 cuda = cuda_engine.cuda
 
@@ -43,7 +44,7 @@ def step(name: str) -> None:
             t.join()
         return
     if name == "clear":
-        cuda_engine._pool.clear()
+        buffers._pool.clear()
         gc.collect()
         return
     where, *opts = name.split("-")

@@ -19,10 +19,9 @@ import numba
 import numpy as np
 
 import bulkem
-from bulkem import api, families
-from bulkem.data import as_datasets, pack
-from bulkem.engines import scheduler
-from bulkem.result import FitResult
+from bulkem import api, models
+from bulkem.engines.cuda import scheduler
+from bulkem.result import MixtureResult as FitResult
 
 
 def one_run(data, fam, dtype: str) -> list[tuple[str, float, int]]:
@@ -34,9 +33,11 @@ def one_run(data, fam, dtype: str) -> list[tuple[str, float, int]]:
         steps.append((label, now - clock[0], faults - clock[1]))
         clock[:] = [time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt]
 
-    packed = pack(as_datasets(data, 1, "dataset", "value"), lambda v: fam.check(v, 2))
+    pairs = fam.read(data, "dataset", "value", {})
+    model = fam.model(pairs, 2, {})
+    packed = model.pack(pairs)
     mark("validate+pack")
-    job = api._make_job(fam, packed, 2, 1, 1000, 1, None, np.dtype(dtype), 100, 0.0)
+    job = api.make_job(model, packed, 1000, 1, None, np.dtype(dtype), 100, 0.0)
     mark("job (keys)")
     job.draw_starts()
     mark("draw starts")
@@ -47,13 +48,13 @@ def one_run(data, fam, dtype: str) -> list[tuple[str, float, int]]:
     mark("pack chunk")
     scheduler.pack(job, chunk)
     mark("pack again")
-    early = FitResult.before_fits(fam, packed, job, 1000)
+    early = FitResult.before_fits(model, packed, job, 1000)
     mark("before_fits")
     job.params[:] = job.init
     job.status[:] = 1
     job.loglik[:] = -1.0
     mark("(fake fits)")
-    FitResult.assemble(fam, packed, job, 1000, 1, "cuda", dtype, 0.0, early)
+    FitResult.assemble(model, packed, job, 1000, 1, "cuda", dtype, 0.0, early)
     mark("assemble")
     return steps
 
@@ -64,7 +65,7 @@ def main() -> None:
     ap.add_argument("--pause", type=float, default=0.05, help="seconds between runs")
     args = ap.parse_args()
     data = bulkem.datasets.simulate_demo(100, 2000, seed=1)
-    fam = families.get("invgauss")
+    fam = models.get("invgauss")
     for dtype in ("float64", "float32"):
         one_run(data, fam, dtype)  # compile, warm up
         runs = []

@@ -21,12 +21,10 @@ import numpy as np
 from numba import cuda
 
 import bulkem
-from bulkem import api, config, families
-from bulkem.data import as_datasets
-from bulkem.data import pack as pack_data
-from bulkem.engines import cuda as cuda_engine
-from bulkem.engines import scheduler
-from bulkem.result import FitResult
+from bulkem import api, config, models
+from bulkem.engines.cuda import bulk, scheduler
+from bulkem.kernels.fastmath import EXP_CONSTS
+from bulkem.result import MixtureResult
 
 
 def ms(t0: float) -> float:
@@ -34,14 +32,15 @@ def ms(t0: float) -> float:
 
 
 def profile(data, args, dtype: str) -> None:
-    fam = families.get("invgauss")
+    fam = models.get("invgauss")
     bulkem.fit(data[:2], n_starts=2, max_iter=2, tol=0.0, backend="cuda", dtype=dtype)  # compile
     t0 = time.perf_counter()
-    packed = pack_data(as_datasets(data, 1, None, None), lambda v: fam.check(v, 2))
+    pairs = fam.read(data, "dataset", "value", {})
+    model = fam.model(pairs, 2, {})
+    packed = model.pack(pairs)
     t_data = ms(t0)
     t0 = time.perf_counter()
-    job = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(dtype), args.iters,
-                        0.0)
+    job = api.make_job(model, packed, args.starts, 1, None, np.dtype(dtype), args.iters, 0.0)
     t_job = ms(t0)
     t0 = time.perf_counter()
     job.draw_starts()
@@ -51,12 +50,14 @@ def profile(data, args, dtype: str) -> None:
     t0 = time.perf_counter()
     scheduler.pack(job, chunk)
     t_pack = ms(t0)
-    kernel = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0, dtype))
+    lanes = bulk.lanes_per_fit(0.0, dtype, model)
+    kernel = bulk.kernel(model, np.dtype(dtype), lanes)
     stream = cuda.stream()
     t0 = time.perf_counter()
+    feat, stride = chunk.data64
     dev = [cuda.to_device(a, stream=stream) for a in
-           (chunk.feat, chunk.offsets, chunk.fit_ds, chunk.const, job.init[chunk.fits],
-            chunk.feat.astype(dtype))]
+           (feat, chunk.offsets, chunk.fit_ds, chunk.const, job.init[chunk.fits],
+            feat.astype(dtype))]
     n = len(chunk.fits)
     status = cuda.to_device(np.full(n, -1, np.int32), stream=stream)
     n_iter = cuda.device_array(n, np.int32, stream=stream)
@@ -64,14 +65,15 @@ def profile(data, args, dtype: str) -> None:
     stream.synchronize()
     t_h2d = ms(t0)
     feat64, offsets, fit_ds, const, params, feat = dev
-    fpb = cuda_engine._fits_per_block(cuda_engine.lanes_per_fit(0.0, dtype))
+    fpb = bulk._fits_per_block(lanes)
     start, stop = cuda.event(), cuda.event()
     t0 = time.perf_counter()
     start.record(stream)
-    kernel[(n + fpb - 1) // fpb, bulkem.config.CUDA_WARPS_PER_BLOCK * 32, stream](
-        feat, feat64, chunk.stride, offsets, fit_ds, const, params, status, n_iter, loglik,
-        cuda_engine.EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg,
-        cuda.device_array(0, np.int64), cuda.device_array(0, np.int32))  # (no refits here)
+    kernel[(n + fpb - 1) // fpb, bulk._block_threads(lanes), stream](
+        (feat, stride), (feat64, stride), offsets, fit_ds, const, params, status, n_iter, loglik,
+        EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg,
+        cuda.device_array(0, np.int64), cuda.device_array(0, np.int32),  # (no refits here)
+        cuda.device_array((0, 1), np.float64))
     stop.record(stream)
     stop.synchronize()
     t_kernel_wall = ms(t0)
@@ -81,16 +83,15 @@ def profile(data, args, dtype: str) -> None:
     stream.synchronize()
     t_d2h = ms(t0)
     # the scheduler's whole run, then the tables
-    job2 = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(dtype), args.iters,
-                         0.0)
+    job2 = api.make_job(model, packed, args.starts, 1, None, np.dtype(dtype), args.iters, 0.0)
     t0 = time.perf_counter()
     scheduler.run_fits(job2, bulkem.progress.Progress(False, len(job2.fit_ds)))
     t_sched = ms(t0)
     t0 = time.perf_counter()
-    sv = FitResult.before_fits(fam, packed, job2, args.starts)
+    sv = MixtureResult.before_fits(model, packed, job2, args.starts)
     t_sv = ms(t0)
     t0 = time.perf_counter()
-    FitResult.assemble(fam, packed, job2, args.starts, 1, "cuda", dtype, 0.0, sv)
+    MixtureResult.assemble(model, packed, job2, args.starts, 1, "cuda", dtype, 0.0, sv)
     t_tables = ms(t0)
     fits = len(job.fit_ds)
     print(f"{dtype}: data {t_data:.1f} ms | job (keys, features) {t_job:.1f} | starts (all "

@@ -15,18 +15,18 @@ from pathlib import Path
 import numpy as np
 
 import bulkem
-from bulkem import families
-from bulkem.engines import cuda as cuda_engine
+from bulkem import models
+from bulkem.engines.cuda import bulk
 
 OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)")
 SMALL = bulkem.datasets.simulate_demo(2, 100, seed=1)
 
 
 def sass(outdir: str) -> None:
-    fam = families.get("invgauss")
+    model = models.MixtureModel(models.get("invgauss"), 2, 1)
     for dtype in ("float64", "float32"):
         bulkem.fit(SMALL, n_starts=2, backend="cuda", dtype=dtype)
-        k = cuda_engine._kernel(fam, 2, 1, np.dtype(dtype), cuda_engine.lanes_per_fit(0.0, dtype))
+        k = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype))
         text = "\n".join(k.inspect_sass().values())
         Path(outdir, f"sass_{dtype}.txt").write_text(text)
         ops = collections.Counter(m.group(1).split(".")[0] for m in OPCODE.finditer(text))

@@ -20,12 +20,11 @@ from collections import defaultdict
 import numpy as np
 
 import bulkem
-from bulkem import api, config, families
-from bulkem.data import as_datasets
-from bulkem.data import pack as pack_data
-from bulkem.engines import cuda as cuda_engine
-from bulkem.engines import large, scheduler
-from bulkem.result import FitResult
+from bulkem import api, config, models
+from bulkem.engines.cuda import buffers, scheduler
+from bulkem.engines.cuda import bulk as cuda_engine
+from bulkem.models.mixture import wide as large
+from bulkem.result import MixtureResult as FitResult
 
 DeviceNDArray = cuda_engine.cuda.cudadrv.devicearray.DeviceNDArray
 
@@ -64,19 +63,18 @@ def main() -> None:
     wrap(scheduler, "pack", "pack")
     wrap(cuda_engine, "launch", "launch")
     wrap(cuda_engine, "finish", "finish")
-    wrap(api, "_make_job", "job")
-    wrap(api, "pack", "data")
+    wrap(api, "make_job", "job")
     wrap(api, "resolve_backend", "backend")
     wrap(scheduler, "plan_chunks", "plan")
     wrap(scheduler, "_budget", "budget")
     wrap(large, "use_large", "use_large")
     wrap(cuda_engine.cuda, "device_array", "alloc")
-    wrap(cuda_engine, "_take_buffers", "buffer")
-    wrap(cuda_engine, "_views", "views")
+    wrap(buffers, "take", "buffer")
+    wrap(buffers, "_views", "views")
     wrap(DeviceNDArray, "copy_to_device", "h2d")
     wrap(DeviceNDArray, "copy_to_host", "d2h")
-    wrap(api.Job, "features", "features")
-    kernel_of = cuda_engine._kernel
+    wrap(api.Job, "kernel_data", "kernel_data")
+    kernel_of = cuda_engine.kernel
 
     def timed_kernel(*a, **k):  # the launch itself: argument marshalling and the driver call
         kernel = kernel_of(*a, **k)
@@ -94,7 +92,7 @@ def main() -> None:
                                        time.perf_counter()))
                 return call
         return Timed()
-    cuda_engine._kernel = timed_kernel
+    cuda_engine.kernel = timed_kernel
     wrap(FitResult, "assemble", "tables")
     wrap(FitResult, "before_fits", "before_fits")
     for chunks in args.chunks:
@@ -115,17 +113,18 @@ def main() -> None:
             for th, items in by.items():
                 print(f"  {th:<12} " + ", ".join(items))
     # what the tables cost on this host, by function
-    fam = families.get("invgauss")
-    packed = pack_data(as_datasets(data, 1, None, None), lambda v: fam.check(v, 2))
-    job = api._make_job(fam, packed, 2, 1, args.starts, 1, None, np.dtype(args.dtype),
-                        args.iters, 0.0)
+    fam = models.get("invgauss")
+    pairs = fam.read(data, "dataset", "value", {})
+    model = fam.model(pairs, 2, {})
+    packed = model.pack(pairs)
+    job = api.make_job(model, packed, args.starts, 1, None, np.dtype(args.dtype), args.iters, 0.0)
     job.draw_starts()
     job.params[:] = job.init
     job.status[:] = 1
     prof = cProfile.Profile()
     prof.enable()
-    sv = FitResult.before_fits(fam, packed, job, args.starts)
-    FitResult.assemble(fam, packed, job, args.starts, 1, "cuda", args.dtype, 0.0, sv)
+    sv = FitResult.before_fits(model, packed, job, args.starts)
+    FitResult.assemble(model, packed, job, args.starts, 1, "cuda", args.dtype, 0.0, sv)
     prof.disable()
     pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
