@@ -1,16 +1,17 @@
 """The models bulkem fits, by family name.
 
 Each model supplies the EM driver's pieces (:mod:`bulkem.models.base`):
-mixtures (:mod:`.mixture`).  A family
+mixtures (:mod:`.mixture`) and hidden Markov models (:mod:`.hmm`).  A family
 reads its input form (``read``) and builds the model for the data and
 options (``model``).
 """
 
 from __future__ import annotations
 
+from .hmm import HMM
 from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
 
-FAMILIES: dict = {**MIXTURE_FAMILIES}
+FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM}
 
 
 def get(name):

@@ -1,0 +1,258 @@
+"""A hidden chain's E-step and M-step: scaled forward-backward over each unit of a dataset.
+
+One layout serves every latent-chain model: the hidden Markov model (a
+stochastic transition matrix) and the transient Markovian arrival process (a
+sub-stochastic one, ``terminating=True``: after each observation the chain
+moves on with probability ``sum_j A_ij`` and ends with ``d_i = 1 - sum_j A_ij``).
+``N`` states; the emission (:mod:`.emissions`) supplies the per-state
+densities, statistics and M-step.
+
+Layouts of one fit (``E``, ``C``, ``S`` the emission's parameters,
+coefficients and statistics per state):
+
+* params: ``startprob (N), transmat (N x N, row = from), emission (N x E)``;
+* work (compute dtype): ``startprob (N), transmat (N x N), exit (N), emission (N x C)``;
+* stats (float64): ``start (N), transitions (N x N), occupancy (N), emission (N x S)``;
+* scratch (compute dtype): four vectors of ``N``;
+* buf (float64): the unit's forward vectors, ``N`` per observation.
+
+The forward vectors are normalised to sum 1 at every step (their scale goes
+into the log-likelihood), the backward ones likewise, so neither underflows
+whatever the length of the unit or the scale of the data; the emission
+densities come shifted by their largest log value (``dens``'s ``m``).
+Posterior probabilities are normalised per step by ``Z = sum_i alpha_t(i)
+beta_t(i)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ... import config
+from ..base import Pieces, Sizes
+
+
+class ChainLayout(NamedTuple):
+    """Offsets of the blocks of one fit's arrays (see the module docstring)."""
+
+    N: int
+    K: int
+    E: int  # emission parameters per state
+    C: int  # emission coefficients per state
+    S: int  # emission statistics per state
+
+    @property
+    def p_trans(self) -> int:
+        return self.N
+
+    @property
+    def p_emit(self) -> int:
+        return self.N + self.N * self.N
+
+    @property
+    def n_params(self) -> int:
+        return self.p_emit + self.N * self.E
+
+    @property
+    def w_exit(self) -> int:
+        return self.N + self.N * self.N
+
+    @property
+    def w_emit(self) -> int:
+        return self.w_exit + self.N
+
+    @property
+    def n_work(self) -> int:
+        return self.w_emit + self.N * self.C
+
+    @property
+    def s_occ(self) -> int:
+        return self.N + self.N * self.N
+
+    @property
+    def s_emit(self) -> int:
+        return self.s_occ + self.N
+
+    @property
+    def n_stats(self) -> int:
+        return self.s_emit + self.N * self.S
+
+    def sizes(self) -> Sizes:
+        return Sizes(params=self.n_params, stats=self.n_stats, totals=0, coef=0,
+                     work=self.n_work, scratch=4 * self.N, buf_per_len=self.N)
+
+
+def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
+               update: str = "ste") -> Pieces:
+    """The driver pieces of a chain with this emission.
+
+    Parameters
+    ----------
+    emission : Emission
+    layout : ChainLayout
+    dtype : numpy scalar type
+        Compute dtype of the per-step math.
+    jit : callable
+        The target's device-function decorator.
+    terminating : bool
+        A sub-stochastic transition matrix whose row deficits are exit
+        probabilities (TMAP); else a stochastic one.
+    update : str
+        Which parameters the M-step updates: ``s`` startprob, ``t`` transmat,
+        ``e`` the emission's.
+    """
+    N, K = layout.N, layout.K
+    PT, PE = layout.p_trans, layout.p_emit
+    WX, WE = layout.w_exit, layout.w_emit
+    SO, SE = layout.s_occ, layout.s_emit
+    TERM = terminating
+    UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
+    dens = jit(emission.dens)
+    accum = jit(emission.accum)
+    prep_e = jit(emission.prep)
+    mstep_e = jit(emission.mstep)
+    ZERO = dtype(0.0)
+    ONE = dtype(1.0)
+    CAST = dtype  # the forward vectors come back from the float64 buffer in the compute dtype
+    MIN_MASS = config.MIN_COMPONENT_MASS
+    COLLAPSE = config.DEGENERATE_COLLAPSE
+
+    def setup(data, lo, hi, step, tot):
+        pass
+
+    def prepare(params, tot, coef, work):
+        ok = True
+        for i in range(N):
+            p = params[i]
+            ok = ok and p >= 0.0 and p <= 1.0
+            work[i] = p
+            row = 0.0
+            for j in range(N):
+                a = params[PT + i * N + j]
+                ok = ok and a >= 0.0
+                row += a
+                work[PT + i * N + j] = a
+            ok = ok and row <= 1.0 + 1e-9
+            work[WX + i] = max(1.0 - row, 0.0)
+        ok = prep_e(params, PE, N, K, work, WE) and ok
+        return 0.0 if ok else math.nan
+
+    def unit(x, a0, T, work, stats, a, e, b, nb, buf):
+        # forward: alpha_t normalised, stored in buf[t N:(t + 1) N]
+        m = dens(work, WE, N, K, x, a0, e)
+        s = ZERO
+        for j in range(N):
+            v = work[j] * e[j]
+            a[j] = v
+            s += v
+        ll = np.float64(m) + math.log(np.float64(s))
+        inv = ONE / s
+        for j in range(N):
+            a[j] *= inv
+            buf[j] = a[j]
+        for t in range(1, T):
+            m = dens(work, WE, N, K, x, a0 + t, e)
+            s = ZERO
+            for j in range(N):
+                acc = ZERO
+                for i in range(N):
+                    acc += a[i] * work[PT + i * N + j]
+                v = acc * e[j]
+                nb[j] = v
+                s += v
+            ll += np.float64(m) + math.log(np.float64(s))
+            inv = ONE / s
+            for j in range(N):
+                a[j] = nb[j] * inv
+                buf[t * N + j] = a[j]
+        if TERM:
+            s = ZERO
+            for j in range(N):
+                s += a[j] * work[WX + j]
+            ll += math.log(np.float64(s))
+        # backward: beta_t normalised; gamma and xi normalised per step by Z
+        t = T - 1
+        z = ZERO
+        for i in range(N):
+            b[i] = work[WX + i] if TERM else ONE
+            z += CAST(buf[t * N + i]) * b[i]
+        inv = ONE / z
+        for i in range(N):
+            g = np.float64(CAST(buf[t * N + i]) * b[i] * inv)
+            stats[SO + i] += g
+            accum(stats, SE, N, K, g, i, x, a0 + t)
+            if t == 0:
+                stats[i] += g
+        while t > 0:
+            t -= 1
+            dens(work, WE, N, K, x, a0 + t + 1, e)
+            for j in range(N):
+                e[j] *= b[j]  # w_j = b_j(x_{t+1}) beta_{t+1}(j)
+            z = ZERO
+            for i in range(N):
+                acc = ZERO
+                for j in range(N):
+                    acc += work[PT + i * N + j] * e[j]
+                nb[i] = acc
+                z += CAST(buf[t * N + i]) * acc
+            inv = ONE / z
+            sb = ZERO
+            for i in range(N):
+                ai = CAST(buf[t * N + i]) * inv
+                for j in range(N):
+                    stats[PT + i * N + j] += np.float64(ai * work[PT + i * N + j] * e[j])
+                g = np.float64(ai * nb[i])
+                stats[SO + i] += g
+                accum(stats, SE, N, K, g, i, x, a0 + t)
+                if t == 0:
+                    stats[i] += g
+                sb += nb[i]
+            inv = ONE / sb
+            for i in range(N):
+                b[i] = nb[i] * inv
+        return ll
+
+    unit_f = jit(unit)
+
+    def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
+        x, units = data
+        a = scratch[0:N]
+        e = scratch[N:2 * N]
+        b = scratch[2 * N:3 * N]
+        nb = scratch[3 * N:4 * N]
+        ll = 0.0
+        u = lo
+        while u < hi:
+            a0 = units[u]
+            ll += unit_f(x, a0, units[u + 1] - a0, work, stats, a, e, b, nb, buf)
+            u += step
+        return ll
+
+    def complete(stats, tot):
+        pass
+
+    def mstep(stats, params, n, reg):
+        for i in range(N):
+            if not stats[SO + i] >= MIN_MASS:
+                return COLLAPSE
+        if UP_START:
+            for i in range(N):
+                params[i] = stats[i] / n
+        if UP_TRANS:
+            for i in range(N):
+                den = stats[SO + i]
+                if not TERM:
+                    den = 0.0
+                    for j in range(N):
+                        den += stats[PT + i * N + j]
+                inv = 1.0 / den if den > 0.0 else 0.0
+                for j in range(N):
+                    params[PT + i * N + j] = stats[PT + i * N + j] * inv
+        if UP_EMIT:
+            return mstep_e(stats, SE, stats, SO, params, PE, N, K, reg)
+        return 0
+
+    return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete), jit(mstep), 0)

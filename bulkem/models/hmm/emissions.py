@@ -1,0 +1,211 @@
+"""Emission distributions of a hidden chain: per-state densities, statistics and M-steps.
+
+Each emission is a small set of hooks written once and compiled twice (CPU
+and GPU), like the mixture families' (:mod:`bulkem.models.mixture.family`).
+``N`` states and ``K`` (symbols ``V`` of a categorical emission, dimensions
+``D`` of a Gaussian one, else 1) are compile-time constants.  Offsets into
+the fit's arrays are passed in, so the hooks never know the layout around
+them:
+
+* ``prep(params, po, N, K, work, wo) -> ok``: per-iteration coefficients of
+  every state from its parameters ``params[po:]`` into ``work[wo:]`` (compute
+  dtype); False if a parameter is not usable;
+* ``dens(work, wo, N, K, x, xi, e) -> m``: ``e[i] = b_i(x) exp(-m)`` for
+  every state ``i`` at observation ``xi`` of the values ``x``, with ``m`` chosen
+  so that no ``e[i]`` overflows and the largest is 1 (0 for emissions that
+  give probabilities directly);
+* ``accum(stats, so, N, K, g, i, x, xi)``: adds ``g`` times observation
+  ``xi``'s statistics to state ``i``'s block at ``stats[so:]``;
+* ``mstep(stats, so, occ, oo, params, po, N, K, reg) -> status``: the
+  states' parameters from their statistics and occupancies
+  ``occ[oo:oo + N]`` (summed posterior probabilities).
+
+Observations are stored as float values, ``K`` per observation for a
+Gaussian emission (row-major), one otherwise (a categorical symbol as a
+float).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ... import config
+
+
+@dataclass(frozen=True)
+class Emission:
+    """An emission distribution: its sizes per state and its compiled-twice hooks.
+
+    Attributes
+    ----------
+    name : str
+    n_params, n_work, n_stats : callable
+        ``f(K) -> int``: parameters, coefficients and statistics per state.
+    values_per_obs : callable
+        ``f(K) -> int``: stored values per observation.
+    prep, dens, accum, mstep : callable
+        The hooks (see the module docstring).
+    letters : str
+        hmmlearn's ``params`` letters of the emission's parameters.
+    """
+
+    name: str
+    n_params: Callable
+    n_work: Callable
+    n_stats: Callable
+    values_per_obs: Callable
+    prep: Callable
+    dens: Callable
+    accum: Callable
+    mstep: Callable
+    letters: str
+
+
+# --- categorical: symbols 0 .. V-1 -----------------------------------------------------------
+
+
+def _cat_prep(params, po, N, K, work, wo):
+    ok = True
+    for q in range(N * K):
+        p = params[po + q]
+        ok = ok and p >= 0.0 and p <= 1.0
+        work[wo + q] = p
+    return ok
+
+
+def _cat_dens(work, wo, N, K, x, xi, e):
+    v = int(x[xi])
+    for i in range(N):
+        e[i] = work[wo + i * K + v]
+    return 0.0
+
+
+def _cat_accum(stats, so, N, K, g, i, x, xi):
+    stats[so + i * K + int(x[xi])] += g
+
+
+def _cat_mstep(stats, so, occ, oo, params, po, N, K, reg):
+    for i in range(N):
+        inv = 1.0 / occ[oo + i]
+        for v in range(K):
+            params[po + i * K + v] = stats[so + i * K + v] * inv
+    return 0
+
+
+CATEGORICAL = Emission("categorical", lambda K: K, lambda K: K, lambda K: K, lambda K: 1,
+                       _cat_prep, _cat_dens, _cat_accum, _cat_mstep, "e")
+
+
+# --- Gaussian with a diagonal covariance: D dimensions ---------------------------------------
+# params per state: means (D), variances (D); work: means (D), -1/(2 var) (D), log normaliser;
+# stats per state: sum g x (D), sum g x^2 (D).  The log density is evaluated centred,
+# -1/2 sum (x - mu)^2 / var, never expanded.
+
+
+def _gauss_prep(params, po, N, K, work, wo):
+    ok = True
+    for i in range(N):
+        c = -0.5 * K * config.LOG_2PI
+        for d in range(K):
+            mu = params[po + i * 2 * K + d]
+            var = params[po + i * 2 * K + K + d]
+            ok = ok and var > 0.0 and math.isfinite(mu) and math.isfinite(var)
+            work[wo + i * (2 * K + 1) + d] = mu
+            work[wo + i * (2 * K + 1) + K + d] = -0.5 / var
+            c -= 0.5 * math.log(var)
+        work[wo + i * (2 * K + 1) + 2 * K] = c
+    return ok
+
+
+def _gauss_dens(work, wo, N, K, x, xi, e):
+    for i in range(N):
+        b = wo + i * (2 * K + 1)
+        v = work[b + 2 * K]
+        for d in range(K):
+            z = x[xi * K + d] - work[b + d]
+            v += work[b + K + d] * z * z
+        e[i] = v
+    top = e[0]
+    for i in range(1, N):
+        top = max(top, e[i])
+    for i in range(N):
+        e[i] = math.exp(e[i] - top)
+    return top
+
+
+def _gauss_accum(stats, so, N, K, g, i, x, xi):
+    b = so + i * 2 * K
+    for d in range(K):
+        v = x[xi * K + d]
+        gv = g * v
+        stats[b + d] += gv
+        stats[b + K + d] += gv * v
+
+
+def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
+    for i in range(N):
+        n = occ[oo + i]
+        b = so + i * 2 * K
+        for d in range(K):
+            mean = stats[b + d] / n
+            mean2 = stats[b + K + d] / n
+            var = mean2 - mean * mean + reg
+            if not (math.isfinite(mean) and math.isfinite(var)):
+                return config.DEGENERATE_PARAM
+            if not var > config.GAUSS_VAR_RTOL * mean2:
+                return config.DEGENERATE_COLLAPSE  # no spread left, in float64 terms
+            params[po + i * 2 * K + d] = mean
+            params[po + i * 2 * K + K + d] = var
+    return 0
+
+
+GAUSSIAN = Emission("gaussian", lambda K: 2 * K, lambda K: 2 * K + 1, lambda K: 2 * K,
+                    lambda K: K, _gauss_prep, _gauss_dens, _gauss_accum, _gauss_mstep, "mc")
+
+
+# --- Poisson counts ----------------------------------------------------------------------------
+# log b_i(x) = x log(lam_i) - lam_i - log(x!); the last term is the same for every state and is
+# added once per dataset (the model's constant), so dens leaves it out.
+
+
+def _pois_prep(params, po, N, K, work, wo):
+    ok = True
+    for i in range(N):
+        lam = params[po + i]
+        ok = ok and lam > 0.0 and math.isfinite(lam)
+        work[wo + 2 * i] = math.log(lam) if lam > 0.0 else 0.0
+        work[wo + 2 * i + 1] = lam
+    return ok
+
+
+def _pois_dens(work, wo, N, K, x, xi, e):
+    v = x[xi]
+    for i in range(N):
+        e[i] = v * work[wo + 2 * i] - work[wo + 2 * i + 1]
+    top = e[0]
+    for i in range(1, N):
+        top = max(top, e[i])
+    for i in range(N):
+        e[i] = math.exp(e[i] - top)
+    return top
+
+
+def _pois_accum(stats, so, N, K, g, i, x, xi):
+    stats[so + i] += g * x[xi]
+
+
+def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
+    for i in range(N):
+        lam = stats[so + i] / occ[oo + i]
+        if not (lam > 0.0 and math.isfinite(lam)):
+            return config.DEGENERATE_PARAM
+        params[po + i] = lam
+    return 0
+
+
+POISSON = Emission("poisson", lambda K: 1, lambda K: 2, lambda K: 1, lambda K: 1,
+                   _pois_prep, _pois_dens, _pois_accum, _pois_mstep, "l")
+
+EMISSIONS = {e.name: e for e in (CATEGORICAL, GAUSSIAN, POISSON)}

@@ -1,0 +1,268 @@
+"""What a fitted chain gives for sequences: forward scores, posteriors, Viterbi paths.
+
+The per-sequence functions are written once (:func:`make_units`) and run
+over many sequences at once, each with its own model: on the CPU in a
+``prange`` loop (:func:`score`, :func:`posteriors`, :func:`viterbi`), on the
+GPU one thread per sequence (:mod:`bulkem.engines.cuda.infer`).
+
+Viterbi works in log space and breaks ties as hmmlearn does: the lowest
+state index wins every maximum (the first of equal values), both in the
+lattice and in the last step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from ...kernels.target import CPU
+
+
+class Units(NamedTuple):
+    """Compiled per-sequence functions of a chain (see :func:`make_units`)."""
+
+    forward: object
+    posterior: object
+    viterbi: object
+
+
+def make_units(model, dtype, target) -> Units:
+    """Per-sequence forward, posterior and Viterbi functions of a chain model.
+
+    * ``forward(x, a0, T, work, scratch) -> loglik``;
+    * ``posterior(x, a0, T, work, scratch, buf, gamma) -> loglik``: ``gamma[t N + i]``
+      the posterior probability of state ``i`` at step ``t`` (``buf``: ``N T`` values);
+    * ``viterbi(x, a0, T, work, scratch, lat, back, path) -> logprob``: the most
+      probable path into ``path[:T]`` (``lat`` ``N``, ``back`` ``N T`` scratch).
+
+    ``work`` comes from the chain's ``prepare`` (the model's pieces).
+    """
+    lay = model.layout
+    N, K = lay.N, lay.K
+    PT, WX, WE = lay.p_trans, lay.w_exit, lay.w_emit
+    TERM = model.terminating
+    jit = target.jit
+    dens = jit(model.emission.dens)
+    ONE = dtype(1.0)
+    ZERO = dtype(0.0)
+
+    def forward(x, a0, T, work, scratch):
+        a = scratch[0:N]
+        e = scratch[N:2 * N]
+        nb = scratch[2 * N:3 * N]
+        ll = 0.0
+        for t in range(T):
+            m = dens(work, WE, N, K, x, a0 + t, e)
+            s = ZERO
+            for j in range(N):
+                if t == 0:
+                    v = work[j] * e[j]
+                else:
+                    acc = ZERO
+                    for i in range(N):
+                        acc += a[i] * work[PT + i * N + j]
+                    v = acc * e[j]
+                nb[j] = v
+                s += v
+            ll += np.float64(m) + math.log(np.float64(s))
+            inv = ONE / s
+            for j in range(N):
+                a[j] = nb[j] * inv
+        if TERM:
+            s = ZERO
+            for j in range(N):
+                s += a[j] * work[WX + j]
+            ll += math.log(np.float64(s))
+        return ll
+
+    def posterior(x, a0, T, work, scratch, buf, gamma):
+        a = scratch[0:N]
+        e = scratch[N:2 * N]
+        b = scratch[2 * N:3 * N]
+        nb = scratch[3 * N:4 * N]
+        ll = 0.0
+        for t in range(T):
+            m = dens(work, WE, N, K, x, a0 + t, e)
+            s = ZERO
+            for j in range(N):
+                if t == 0:
+                    v = work[j] * e[j]
+                else:
+                    acc = ZERO
+                    for i in range(N):
+                        acc += a[i] * work[PT + i * N + j]
+                    v = acc * e[j]
+                nb[j] = v
+                s += v
+            ll += np.float64(m) + math.log(np.float64(s))
+            inv = ONE / s
+            for j in range(N):
+                a[j] = nb[j] * inv
+                buf[t * N + j] = a[j]
+        if TERM:
+            s = ZERO
+            for j in range(N):
+                s += a[j] * work[WX + j]
+            ll += math.log(np.float64(s))
+        for i in range(N):
+            b[i] = work[WX + i] if TERM else ONE
+        t = T - 1
+        while True:
+            z = ZERO
+            for i in range(N):
+                z += buf[t * N + i] * b[i]
+            for i in range(N):
+                gamma[t * N + i] = buf[t * N + i] * b[i] / z
+            if t == 0:
+                break
+            dens(work, WE, N, K, x, a0 + t, e)
+            sb = ZERO
+            for i in range(N):
+                acc = ZERO
+                for j in range(N):
+                    acc += work[PT + i * N + j] * e[j] * b[j]
+                nb[i] = acc
+                sb += acc
+            for i in range(N):
+                b[i] = nb[i] / sb
+            t -= 1
+        return ll
+
+    def viterbi(x, a0, T, work, scratch, lat, back, path):
+        e = scratch[N:2 * N]
+        nb = scratch[2 * N:3 * N]
+        for t in range(T):
+            m = dens(work, WE, N, K, x, a0 + t, e)
+            for j in range(N):
+                le = math.log(e[j]) + m
+                if t == 0:
+                    nb[j] = math.log(work[j]) + le
+                else:
+                    best = lat[0] + math.log(work[PT + j])
+                    arg = 0
+                    for i in range(1, N):
+                        v = lat[i] + math.log(work[PT + i * N + j])
+                        if v > best:
+                            best = v
+                            arg = i
+                    nb[j] = best + le
+                    back[t * N + j] = arg
+            for j in range(N):
+                lat[j] = nb[j]
+        if TERM:
+            for j in range(N):
+                lat[j] += math.log(work[WX + j])
+        best = lat[0]
+        arg = 0
+        for j in range(1, N):
+            if lat[j] > best:
+                best = lat[j]
+                arg = j
+        path[T - 1] = arg
+        for t in range(T - 1, 0, -1):
+            arg = int(back[t * N + arg])
+            path[t - 1] = arg
+        return best
+
+    return Units(jit(forward), jit(posterior), jit(viterbi))
+
+
+_cpu: dict = {}
+
+
+def _cpu_runners(model):
+    if model.key in _cpu:
+        return _cpu[model.key]
+    lay = model.layout
+    N, NW = lay.N, lay.n_work
+    prepare = model.pieces(np.float64, CPU).prepare
+    units = make_units(model, np.float64, CPU)
+    fwd, post, vit = units.forward, units.posterior, units.viterbi
+
+    @njit(parallel=True)
+    def run_score(params, which, x, offsets, out):
+        for u in prange(len(offsets) - 1):
+            work = np.empty(NW)
+            scratch = np.empty(4 * N)
+            base = prepare(params[which[u]], scratch, scratch, work)
+            out[u] = fwd(x, offsets[u], offsets[u + 1] - offsets[u], work, scratch) + base
+
+    @njit(parallel=True)
+    def run_posterior(params, which, x, offsets, gamma, out):
+        for u in prange(len(offsets) - 1):
+            work = np.empty(NW)
+            scratch = np.empty(4 * N)
+            T = offsets[u + 1] - offsets[u]
+            buf = np.empty(N * T)
+            base = prepare(params[which[u]], scratch, scratch, work)
+            out[u] = post(x, offsets[u], T, work, scratch, buf,
+                          gamma[offsets[u] * N:offsets[u + 1] * N]) + base
+
+    @njit(parallel=True)
+    def run_viterbi(params, which, x, offsets, path, out):
+        for u in prange(len(offsets) - 1):
+            work = np.empty(NW)
+            scratch = np.empty(4 * N)
+            T = offsets[u + 1] - offsets[u]
+            lat = np.empty(N)
+            back = np.zeros(N * T, dtype=np.int64)
+            base = prepare(params[which[u]], scratch, scratch, work)
+            out[u] = vit(x, offsets[u], T, work, scratch, lat, back,
+                         path[offsets[u]:offsets[u + 1]]) + base
+
+    _cpu[model.key] = (run_score, run_posterior, run_viterbi)
+    return _cpu[model.key]
+
+
+def _layout(model, sequences: list[np.ndarray]):
+    x = np.ascontiguousarray(np.concatenate([np.asarray(s, np.float64) for s in sequences])
+                             if sequences else np.empty(0)).reshape(-1)
+    offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in sequences], out=offsets[1:])
+    return x, offsets
+
+
+def score(model, params: np.ndarray, which: np.ndarray, sequences: list) -> np.ndarray:
+    """Log-likelihood of each sequence under its model ``params[which[k]]`` (CPU).
+
+    Parameters
+    ----------
+    model : HMMModel
+    params : ndarray of shape (n_models, n_params)
+    which : ndarray of shape (n_sequences,)
+    sequences : list of ndarray
+
+    Returns
+    -------
+    ndarray of shape (n_sequences,)
+    """
+    x, offsets = _layout(model, sequences)
+    out = np.empty(len(sequences))
+    _cpu_runners(model)[0](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
+                           offsets, out)
+    return out
+
+
+def posteriors(model, params, which, sequences) -> tuple[list[np.ndarray], np.ndarray]:
+    """Posterior state probabilities ``(T, N)`` of each sequence, and its log-likelihood (CPU)."""
+    x, offsets = _layout(model, sequences)
+    N = model.n_states
+    gamma = np.empty(offsets[-1] * N)
+    out = np.empty(len(sequences))
+    _cpu_runners(model)[1](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
+                           offsets, gamma, out)
+    g = gamma.reshape(-1, N)
+    return [g[offsets[k]:offsets[k + 1]] for k in range(len(sequences))], out
+
+
+def viterbi(model, params, which, sequences) -> tuple[list[np.ndarray], np.ndarray]:
+    """The most probable state path (0-based) of each sequence and its log-probability (CPU)."""
+    x, offsets = _layout(model, sequences)
+    path = np.empty(offsets[-1], dtype=np.int64)
+    out = np.empty(len(sequences))
+    _cpu_runners(model)[2](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
+                           offsets, path, out)
+    return [path[offsets[k]:offsets[k + 1]] for k in range(len(sequences))], out

@@ -1,0 +1,308 @@
+"""The hidden Markov model as a model of the EM driver: data, starts, tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.special import gammaln
+
+from ...data import Packed, Ragged
+from ...fitting import starts
+from ..base import Pieces, Sizes
+from . import draws
+from .chain import ChainLayout, make_chain
+from .emissions import Emission
+
+
+@dataclass(frozen=True)
+class HMMModel:
+    """A hidden Markov model of ``N`` states with an emission distribution.
+
+    The items the lanes of a fit split are the dataset's sequences.  The
+    kernels' batch data is ``(x, units)``: the observations of every
+    sequence (``K`` values per observation for a Gaussian emission), and the
+    sequences' offsets into them (in observations).
+
+    Attributes
+    ----------
+    emission : Emission
+    n_states : int
+    K : int
+        Symbols (categorical), dimensions (Gaussian) or 1 (Poisson).
+    update : str
+        Which parameters the M-step updates: ``s`` startprob, ``t`` transmat,
+        ``e`` the emission's (hmmlearn's ``params``, emission letters merged).
+    """
+
+    emission: Emission
+    n_states: int
+    K: int = 1
+    update: str = "ste"
+
+    name = "hmm"
+    component_label = "state"
+    terminating = False
+
+    @property
+    def layout(self) -> ChainLayout:
+        em, K = self.emission, self.K
+        return ChainLayout(self.n_states, K, em.n_params(K), em.n_work(K), em.n_stats(K))
+
+    @property
+    def key(self) -> tuple:
+        return (self.name, self.emission.name, self.n_states, self.K, self.update,
+                self.terminating)
+
+    @property
+    def n_components(self) -> int:
+        return self.n_states
+
+    @property
+    def n_dims(self) -> int:
+        return self.K if self.emission.name == "gaussian" else 1
+
+    @property
+    def n_params(self) -> int:
+        return self.layout.n_params
+
+    @property
+    def n_free(self) -> int:
+        """Free parameters of what the M-step updates, for AIC and BIC."""
+        N, K = self.n_states, self.K
+        k = 0
+        if "s" in self.update:
+            k += N - 1
+        if "t" in self.update:
+            k += N * (N - 1)
+        if "e" in self.update:
+            k += N * {"categorical": K - 1, "gaussian": 2 * K}.get(self.emission.name,
+                                                                  self.emission.n_params(K))
+        return k
+
+    @property
+    def result_class(self):
+        from ...result.hmm import HMMResult
+
+        return HMMResult
+
+    @property
+    def init_methods(self) -> tuple[str, ...]:
+        return ("subset", "kmeans++") if self.emission.name == "gaussian" else ("subset",)
+
+    @property
+    def default_init(self) -> str:
+        return "subset"
+
+    def sizes(self) -> Sizes:
+        return self.layout.sizes()
+
+    def pieces(self, dtype, target) -> Pieces:
+        return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
+                          self.update)
+
+    def bytes_per_value(self, dtype) -> int:
+        """Bytes of kernel data per stored value, and per observation's share of the offsets."""
+        item = 8 if np.dtype(dtype) == np.float64 else 8 + np.dtype(dtype).itemsize
+        return item + 8
+
+    # --- data -----------------------------------------------------------------------------
+
+    def values_per_obs(self) -> int:
+        return self.emission.values_per_obs(self.K)
+
+    def check(self, units: list) -> str | None:
+        """Every problem of one dataset (a list of sequences), or None."""
+        problems = []
+        n_obs = 0
+        for k, u in enumerate(units):
+            n = len(u)
+            n_obs += n
+            if n == 0:
+                problems.append(f"sequence {k} is empty")
+                continue
+            bad = int(np.count_nonzero(~np.isfinite(u).reshape(n, -1).all(axis=1)))
+            if bad:
+                problems.append(f"sequence {k}: {bad} of {n} observations are NaN or infinite")
+                continue
+            if self.emission.name == "categorical":
+                wrong = (u < 0) | (u >= self.K) | (u != np.round(u))
+                if wrong.any():
+                    problems.append(f"sequence {k}: {int(wrong.sum())} of {n} values are not "
+                                    f"symbols 0..{self.K - 1} (first: {u[wrong][0]:g})")
+            elif self.emission.name == "poisson":
+                wrong = (u < 0) | (u != np.round(u))
+                if wrong.any():
+                    problems.append(f"sequence {k}: {int(wrong.sum())} of {n} values are not "
+                                    f"counts (non-negative integers; first: {u[wrong][0]:g})")
+        if not units:
+            problems.append("no sequences")
+        elif n_obs < self.n_states:
+            problems.append(f"too short: {n_obs} observations, at least {self.n_states} needed "
+                            "for this number of states")
+        return "; ".join(problems) if problems else None
+
+    def pack(self, pairs: list) -> Packed:
+        """Validate ``(identifier, list of sequences)`` pairs and pack the valid datasets."""
+        return pack_units(pairs, self.check, self.values_per_obs())
+
+    def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The kernels' batch tuple ``(x, units)``, item (sequence) offsets, constants.
+
+        The constant of a dataset is the part of its log-likelihood that no
+        parameter changes: ``-sum log(x!)`` for Poisson emissions, else 0.
+        """
+        x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
+        const = np.zeros(data.n_datasets)
+        if self.emission.name == "poisson":
+            const = -np.add.reduceat(gammaln(data.values + 1.0),
+                                     data.value_offsets[:-1]) if len(data.values) else const
+        return (x, data.units), data.groups, const
+
+    # --- starts ---------------------------------------------------------------------------
+
+    def start_plan(self, data: Ragged, keys: np.ndarray, seed: int, method: str,
+                   user: np.ndarray | None) -> starts.StartPlan:
+        """Random starts: Dirichlet startprob and rows, emissions from random data subsets."""
+        def draw(fit_ds, fit_start, out):
+            if out is None:
+                out = np.empty((len(fit_ds), self.n_params))
+            draws.draw(self, data, keys, seed, method, fit_ds, fit_start, out)
+            return out
+
+        return starts.StartPlan(draw, user)
+
+    def init_shapes(self) -> dict:
+        """User starting values' keys and shapes (one start), in hmmlearn's names."""
+        N, K = self.n_states, self.K
+        em = {"categorical": {"emissionprob": (N, K)},
+              "gaussian": {"means": (N, K), "vars": (N, K)},
+              "poisson": {"lambdas": (N,)}}[self.emission.name]
+        return {"startprob": (N,), "transmat": (N, N), **em}
+
+    def user_starts(self, init: Mapping) -> np.ndarray:
+        """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
+        from ..mixture.model import _init_blocks
+
+        shapes = self.init_shapes()
+        blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
+        k = len(blocks["startprob"])
+        for key, b in blocks.items():
+            if not np.all(np.isfinite(b)):
+                raise ValueError(f"init[{key!r}] must be finite.")
+            if key != "means" and np.any(b < 0):
+                raise ValueError(f"init[{key!r}] must be non-negative.")
+        for key in ("startprob", "transmat", "emissionprob"):
+            if key in blocks and not np.allclose(blocks[key].sum(axis=-1), 1.0, atol=1e-8):
+                raise ValueError(f"init[{key!r}] rows must sum to 1 (probabilities).")
+        if "vars" in blocks and np.any(blocks["vars"] <= 0):
+            raise ValueError("init['vars'] must be positive: variances of the Gaussian emissions.")
+        if "lambdas" in blocks and np.any(blocks["lambdas"] <= 0):
+            raise ValueError("init['lambdas'] must be positive: Poisson rates.")
+        N = self.n_states
+        emit = [blocks[key].reshape(k, N, -1) for key in list(shapes)[2:]]
+        return np.concatenate([blocks["startprob"].reshape(k, -1),
+                               blocks["transmat"].reshape(k, -1),
+                               np.concatenate(emit, axis=2).reshape(k, -1)], axis=1)
+
+    # --- tables ---------------------------------------------------------------------------
+
+    def _split(self, params: np.ndarray):
+        N, lay = self.n_states, self.layout
+        p = np.asarray(params, dtype=np.float64).reshape(len(params), -1)
+        return (p[:, :N], p[:, N:lay.p_emit].reshape(-1, N, N),
+                p[:, lay.p_emit:].reshape(-1, N, lay.E))
+
+    def param_columns(self, params: np.ndarray) -> dict:
+        """Columns, one row per (fit, state): startprob and the emission's parameters."""
+        start, _, emit = self._split(params)
+        N, K = self.n_states, self.K
+        cols = {"startprob": start.reshape(-1)}
+        e = emit.reshape(-1, emit.shape[2])
+        if self.emission.name == "categorical":
+            cols.update({f"prob_{v}": e[:, v] for v in range(K)})
+        elif self.emission.name == "gaussian":
+            cols.update({f"mean_{d + 1}": e[:, d] for d in range(K)})
+            cols.update({f"var_{d + 1}": e[:, K + d] for d in range(K)})
+        else:
+            cols["lambda"] = e[:, 0]
+        del N
+        return cols
+
+    def order_key(self, params: np.ndarray) -> np.ndarray:
+        """States are listed in increasing order of this key (n_fits, N): emission location."""
+        _, _, emit = self._split(params)
+        if self.emission.name == "categorical":
+            return emit @ np.arange(self.K, dtype=np.float64)  # expected symbol
+        return emit[:, :, 0]  # first mean, or the Poisson rate
+
+    def permute(self, params: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Each fit's states renumbered: new state ``k`` is old state ``order[f, k]``."""
+        start, trans, emit = self._split(params)
+        rows = np.arange(len(params))[:, None]
+        start = start[rows, order]
+        trans = trans[rows[:, :, None], order[:, :, None], order[:, None, :]]
+        emit = emit[rows, order]
+        return np.concatenate([start, trans.reshape(len(params), -1),
+                               emit.reshape(len(params), -1)], axis=1)
+
+    def canonical(self, params: np.ndarray) -> np.ndarray:
+        """``params`` with each fit's states in increasing order of :meth:`order_key`."""
+        order = np.argsort(self.order_key(params), axis=1, kind="stable")
+        return self.permute(params, order)
+
+    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
+        """``transitions``: one row per (dataset, from_state, to_state), ``prob``."""
+        N = self.n_states
+        _, trans, _ = self._split(params)
+        return {"transitions": pd.DataFrame({
+            "dataset": np.repeat(datasets, N * N),
+            "from_state": np.tile(np.repeat(np.arange(1, N + 1), N), len(datasets)),
+            "to_state": np.tile(np.arange(1, N + 1), N * len(datasets)),
+            "prob": trans.reshape(-1),
+        })}
+
+    def as_dict(self, params: np.ndarray) -> dict:
+        """One fit's parameters in hmmlearn's shapes (the form ``fit(init=...)`` takes)."""
+        start, trans, emit = self._split(np.asarray(params)[None])
+        out = {"startprob": start[0].copy(), "transmat": trans[0].copy()}
+        e = emit[0]
+        if self.emission.name == "categorical":
+            out["emissionprob"] = e.copy()
+        elif self.emission.name == "gaussian":
+            out["means"], out["vars"] = e[:, :self.K].copy(), e[:, self.K:].copy()
+        else:
+            out["lambdas"] = e[:, 0].copy()
+        return out
+
+
+def pack_units(pairs: list, check, width: int) -> Packed:
+    """Validate datasets of units and pack the valid ones (:class:`bulkem.data.Ragged`).
+
+    Parameters
+    ----------
+    pairs : list of (identifier, list of ndarray)
+        Each unit of shape ``(n,)`` or ``(n, width)``.
+    check : callable
+        ``check(units) -> str | None``.
+    width : int
+        Values per observation.
+    """
+    ids = [k for k, _ in pairs]
+    n_obs = np.array([sum(len(u) for u in units) for _, units in pairs], dtype=np.int64)
+    messages = [check(units) for _, units in pairs]
+    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
+    units = [u for i in valid for u in pairs[i][1]]
+    n_units = np.array([len(pairs[i][1]) for i in valid], dtype=np.int64)
+    groups = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(n_units, out=groups[1:])
+    lens = np.array([len(u) for u in units], dtype=np.int64)
+    offsets = np.zeros(len(units) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    shape = (0,) if width == 1 else (0, width)
+    values = (np.concatenate([np.asarray(u, dtype=np.float64) for u in units])
+              if units else np.empty(shape))
+    return Packed(ids, n_obs, messages, valid, Ragged(np.ascontiguousarray(values), offsets,
+                                                      groups))

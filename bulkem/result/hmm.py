@@ -1,0 +1,140 @@
+"""What can be computed from a hidden-Markov fit: decoding, posteriors, scores, samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import gammaln
+
+from .base import FitResult
+
+
+class HMMResult(FitResult):
+    """Result of :func:`bulkem.fit` with ``family="hmm"``.
+
+    The tables of :class:`FitResult`, with one row per (dataset, state) in
+    ``components`` (``startprob`` and the emission's parameters; states
+    numbered from 1 in increasing order of the emission's location: the
+    expected symbol, the first mean or the Poisson rate), and
+    ``transitions``: one row per (dataset, from_state, to_state), ``prob``.
+    State numbers returned by :meth:`decode` and the columns of
+    :meth:`predict_proba` follow the same numbering (subtract 1 for
+    hmmlearn's 0-based states).
+    """
+
+    @property
+    def transitions(self) -> pd.DataFrame:
+        """One row per (dataset, from_state, to_state): the fitted transition probability."""
+        return self.tables["transitions"]
+
+    def _sequences(self, sequences: Any) -> list[np.ndarray]:
+        model = self._model
+        seqs = list(sequences) if isinstance(sequences, (list, tuple)) and len(sequences) and \
+            not np.isscalar(sequences[0]) else [sequences]
+        out = []
+        width = model.values_per_obs()
+        for k, s in enumerate(seqs):
+            a = np.asarray(s, dtype=np.float64)
+            if width > 1 or model.emission.name == "gaussian":
+                a = a.reshape(len(a), -1)
+                if a.shape[1] != width:
+                    raise ValueError(f"sequence {k} has shape {a.shape}; expected (n, {width}).")
+            elif a.ndim != 1:
+                raise ValueError(f"sequence {k} has shape {a.shape}; expected (n,).")
+            problem = model.check([a])
+            if problem:
+                raise ValueError(f"sequence {k}: {problem.split(': ', 1)[-1]}")
+            out.append(a)
+        return out
+
+    def _const(self, seqs: list[np.ndarray]) -> np.ndarray:
+        if self._model.emission.name != "poisson":
+            return np.zeros(len(seqs))
+        return np.array([-gammaln(s + 1.0).sum() for s in seqs])
+
+    def score(self, dataset: Any, sequences: Any) -> float:
+        """Log-likelihood of sequences under a dataset's fitted model (their sum).
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``: whose best fit to use.
+        sequences : array-like or list of array-like
+            One sequence or a list of sequences.
+
+        Returns
+        -------
+        float
+        """
+        from ..models.hmm import infer
+
+        seqs = self._sequences(sequences)
+        p = self._get(dataset)[0][None]
+        ll = infer.score(self._model, p, np.zeros(len(seqs), np.int64), seqs)
+        return float(np.sum(ll + self._const(seqs)))
+
+    def predict_proba(self, dataset: Any, sequences: Any) -> np.ndarray | list[np.ndarray]:
+        """Posterior state probabilities at each step, shape ``(T, n_states)`` per sequence.
+
+        Returns one array for one sequence, a list for a list of sequences.
+        """
+        from ..models.hmm import infer
+
+        single = not (isinstance(sequences, (list, tuple)) and len(sequences)
+                      and not np.isscalar(sequences[0]))
+        seqs = self._sequences(sequences)
+        p = self._get(dataset)[0][None]
+        gam, _ = infer.posteriors(self._model, p, np.zeros(len(seqs), np.int64), seqs)
+        return gam[0] if single else gam
+
+    def decode(self, dataset: Any, sequences: Any) -> tuple[Any, Any]:
+        """Viterbi paths (state numbers from 1) and their log-probabilities.
+
+        Returns ``(logprob, path)`` for one sequence, as hmmlearn's
+        ``decode``; ``(logprobs, paths)`` (an array and a list) for a list.
+        """
+        from ..models.hmm import infer
+
+        single = not (isinstance(sequences, (list, tuple)) and len(sequences)
+                      and not np.isscalar(sequences[0]))
+        seqs = self._sequences(sequences)
+        p = self._get(dataset)[0][None]
+        paths, lp = infer.viterbi(self._model, p, np.zeros(len(seqs), np.int64), seqs)
+        lp = lp + self._const(seqs)
+        paths = [q + 1 for q in paths]
+        return (float(lp[0]), paths[0]) if single else (lp, paths)
+
+    def sample(self, dataset: Any, n_sequences: int = 1, length: int = 100,
+               seed: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Sequences drawn from a dataset's fitted model.
+
+        Returns
+        -------
+        sequences, states : list of ndarray
+            ``n_sequences`` observation sequences of ``length`` steps and their
+            hidden states (numbered from 1).
+        """
+        model = self._model
+        p = model.as_dict(self._get(dataset)[0])
+        rng = np.random.default_rng(seed)
+        N = model.n_states
+        seqs, states = [], []
+        for _ in range(int(n_sequences)):
+            s = np.empty(int(length), dtype=np.int64)
+            s[0] = rng.choice(N, p=p["startprob"])
+            for t in range(1, int(length)):
+                s[t] = rng.choice(N, p=p["transmat"][s[t - 1]])
+            name = model.emission.name
+            if name == "categorical":
+                cum = np.cumsum(p["emissionprob"][s], axis=1)
+                x = (rng.random((len(s), 1)) > cum).sum(axis=1).astype(np.float64)
+            elif name == "gaussian":
+                x = rng.normal(p["means"][s], np.sqrt(p["vars"][s]))
+                x = x[:, 0] if model.K == 1 else x
+            else:
+                x = rng.poisson(p["lambdas"][s]).astype(np.float64)
+            seqs.append(x)
+            states.append(s + 1)
+        return seqs, states

@@ -1,0 +1,147 @@
+"""Slow, plain NumPy/SciPy oracles for hidden Markov models.  No code shared with the engines.
+
+Forward-backward in log space (scipy's logsumexp), Viterbi by the textbook
+recursion, and Baum-Welch with the same iteration semantics as bulkem: the
+log-likelihood reported is that of the returned parameters, ``n_iter``
+counts M-steps, a fall by more than 1e-9 relative or a non-finite
+log-likelihood is "degenerate".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+from scipy.special import logsumexp
+
+
+def log_emission(x, emission, params):
+    """log b_i(x_t): array (T, N)."""
+    x = np.asarray(x, dtype=float)
+    if emission == "categorical":
+        with np.errstate(divide="ignore"):
+            return np.log(params["emissionprob"].T[x.astype(int)])
+    if emission == "gaussian":
+        x = x.reshape(len(x), -1)
+        m, v = params["means"], params["vars"]
+        return stats.norm.logpdf(x[:, None, :], m[None], np.sqrt(v)[None]).sum(axis=2)
+    return stats.poisson.logpmf(x[:, None], params["lambdas"][None])
+
+
+def forward_backward(x, emission, params, terminating=False):
+    """(loglik, gamma (T, N), xi_sum (N, N)) of one sequence, in log space."""
+    lb = log_emission(x, emission, params)
+    T, N = lb.shape
+    with np.errstate(divide="ignore"):
+        ls, la = np.log(params["startprob"]), np.log(params["transmat"])
+        lexit = np.log(1.0 - params["transmat"].sum(axis=1)) if terminating else np.zeros(N)
+    alpha = np.empty((T, N))
+    alpha[0] = ls + lb[0]
+    for t in range(1, T):
+        alpha[t] = logsumexp(alpha[t - 1][:, None] + la, axis=0) + lb[t]
+    beta = np.empty((T, N))
+    beta[T - 1] = lexit
+    for t in range(T - 2, -1, -1):
+        beta[t] = logsumexp(la + (lb[t + 1] + beta[t + 1])[None, :], axis=1)
+    ll = logsumexp(alpha[T - 1] + lexit)
+    gamma = np.exp(alpha + beta - ll)
+    xi = np.zeros((N, N))
+    for t in range(T - 1):
+        xi += np.exp(alpha[t][:, None] + la + (lb[t + 1] + beta[t + 1])[None, :] - ll)
+    return ll, gamma, xi
+
+
+def viterbi(x, emission, params):
+    """(log probability, path) of the most probable state path; ties to the lowest state."""
+    lb = log_emission(x, emission, params)
+    T, N = lb.shape
+    with np.errstate(divide="ignore"):
+        ls, la = np.log(params["startprob"]), np.log(params["transmat"])
+    lat = ls + lb[0]
+    back = np.zeros((T, N), dtype=int)
+    for t in range(1, T):
+        cand = lat[:, None] + la
+        back[t] = np.argmax(cand, axis=0)
+        lat = cand[back[t], np.arange(N)] + lb[t]
+    path = np.empty(T, dtype=int)
+    path[-1] = int(np.argmax(lat))
+    for t in range(T - 1, 0, -1):
+        path[t - 1] = back[t, path[t]]
+    return float(lat.max()), path
+
+
+def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
+               terminating=False, update="ste"):
+    """EM from the given parameters over a dataset's sequences.
+
+    Returns dict with the parameters, loglik, n_iter, status and trace.
+    """
+    p = {k: np.array(v, dtype=float) for k, v in params.items()}
+    trace = []
+    it = 0
+    while True:
+        N = len(p["startprob"])
+        start, trans, occ = np.zeros(N), np.zeros((N, N)), np.zeros(N)
+        gam_x, gam_x2, counts = 0.0, 0.0, 0.0
+        ll = 0.0
+        for x in seqs:
+            lls, gamma, xi = forward_backward(x, emission, p, terminating)
+            ll += lls
+            start += gamma[0]
+            trans += xi
+            occ += gamma.sum(axis=0)
+            xs = np.asarray(x, dtype=float)
+            if emission == "categorical":
+                V = p["emissionprob"].shape[1]
+                counts = counts + gamma.T @ np.eye(V)[xs.astype(int)]
+            else:
+                xs = xs.reshape(len(xs), -1) if emission == "gaussian" else xs[:, None]
+                gam_x = gam_x + gamma.T @ xs
+                gam_x2 = gam_x2 + gamma.T @ xs**2
+        trace.append(ll)
+        status = None
+        if not np.isfinite(ll):
+            status = "degenerate"
+        elif it > 0 and ll < trace[-2] - 1e-9 * abs(trace[-2]):
+            status = "degenerate"
+        elif it > 0 and abs(ll - trace[-2]) < tol:
+            status = "converged"
+        elif it == max_iter:
+            status = "max_iter"
+        if status:
+            return dict(p, loglik=ll, n_iter=it, status=status, trace=trace)
+        if "s" in update:
+            p["startprob"] = start / len(seqs)
+        if "t" in update:
+            den = occ[:, None] if terminating else trans.sum(axis=1, keepdims=True)
+            p["transmat"] = trans / den
+        if "e" in update:
+            if emission == "categorical":
+                p["emissionprob"] = counts / occ[:, None]
+            elif emission == "gaussian":
+                mean = gam_x / occ[:, None]
+                p["means"] = mean
+                p["vars"] = gam_x2 / occ[:, None] - mean**2 + reg_covar
+            else:
+                p["lambdas"] = (gam_x / occ[:, None])[:, 0]
+        it += 1
+
+
+def sample(params, emission, lengths, rng):
+    """Sequences drawn from a model: list of arrays (and their states)."""
+    N = len(params["startprob"])
+    out, states = [], []
+    for T in lengths:
+        s = np.empty(T, dtype=int)
+        s[0] = rng.choice(N, p=params["startprob"])
+        for t in range(1, T):
+            s[t] = rng.choice(N, p=params["transmat"][s[t - 1]])
+        if emission == "categorical":
+            V = params["emissionprob"].shape[1]
+            x = np.array([rng.choice(V, p=params["emissionprob"][k]) for k in s], dtype=float)
+        elif emission == "gaussian":
+            x = rng.normal(params["means"][s], np.sqrt(params["vars"][s]))
+        else:
+            x = rng.poisson(params["lambdas"][s]).astype(float)
+        out.append(x)
+        states.append(s)
+    return out, states
