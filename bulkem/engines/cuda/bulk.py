@@ -188,8 +188,9 @@ def kernel(model, dtype, lanes: int = _WARP):
                          "of 2 up to 1024 (more than 32: a block per fit).")
     sz = model.sizes()
     em = make_em(model, dtype.type, target(G, sz.stats))
-    NP, NS, NC, NK, NX = sz.params, sz.stats, sz.coef, sz.work, sz.scratch
-    NT = max(sz.totals, 1)  # (local arrays need a positive size)
+    # (local arrays need a positive size)
+    NP, NS, NT, NC, NK, NX = (max(n, 1) for n in (sz.params, sz.stats, sz.totals, sz.coef,
+                                                   sz.work, sz.scratch))
     FPB = _fits_per_block(G)
     cdt = float32 if dtype == np.float32 else float64
     opts = ({} if config.CUDA_MAX_REGISTERS is None or SIMULATED  # no such option
