@@ -4,27 +4,35 @@
 #
 #   bash benchmarks/gpu_check.sh tests          # CUDA tests + profile_engine
 #   bash benchmarks/gpu_check.sh bench [ARGS]   # bench_speed.py ARGS
+#   bash benchmarks/gpu_check.sh compare DIR [ARGS]   # bench_speed.py ARGS in DIR (an older
+#                                  # tree, carried) and here, alternately: before/after a change
+#   bash benchmarks/gpu_check.sh hmm [ARGS]     # bench_hmm.py ARGS
 #   bash benchmarks/gpu_check.sh kernel "" "NAME=V NAME2=V2" ...
 #                                  # kernel-only times (profile_engine.py), one
 #                                  # line per variant: each argument lists the
 #                                  # config settings of one variant ("": defaults)
 #
 # Runs from the working tree (PYTHONPATH=.), as the device machines have no
-# package index; prints each log's last lines.
+# package index; wheels carried in .whl/ (hmmlearn for the HMM baseline) are
+# installed first; prints each log's last lines.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=. PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=.:/tmp/site
+fi
 out="${OUT:-gpu_out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 case "${1:-tests}" in
   tests)
-    BULKEM_TEST_REAL_GPU=1 python3 -m pytest -q -m cuda tests -p no:cacheprovider \
-      > "$out/cuda_tests.log" 2>&1
+    BULKEM_TEST_REAL_GPU=1 timeout "${TESTS_TIMEOUT:-600}" python3 -m pytest -q -m cuda tests \
+      -p no:cacheprovider --durations=5 > "$out/cuda_tests.log" 2>&1
     echo "rc=$?" >> "$out/cuda_tests.log"
-    tail -5 "$out/cuda_tests.log"
-    python3 benchmarks/profile_engine.py > "$out/profile_engine.log" 2>&1
-    cat "$out/profile_engine.log"
+    grep -E "passed|failed|error|rc=" "$out/cuda_tests.log" | tail -5
+    [ -n "${SKIP_PROFILE:-}" ] || { python3 benchmarks/profile_engine.py \
+      > "$out/profile_engine.log" 2>&1; cat "$out/profile_engine.log"; }
     ;;
   kernel)
     shift
@@ -35,6 +43,21 @@ case "${1:-tests}" in
         2>&1 | tee -a "$out/kernel_variants.log" | grep -o 'kernel [0-9.]* ms\|kernel [0-9.]* (' \
         | tr -d '(' | paste -sd' ')"
     done
+    ;;
+  compare)
+    before="$2"; shift 2
+    for round in 1 2; do
+      (cd "$before" && PYTHONPATH=".:/tmp/site" timeout 120 python3 benchmarks/bench_speed.py "$@") \
+        > "$out/speed_before_$round.log" 2>&1
+      timeout 120 python3 benchmarks/bench_speed.py "$@" > "$out/speed_after_$round.log" 2>&1
+      [ "$round" = 1 ] && [ -n "${ONE_ROUND:-}" ] && break
+    done
+    grep -H "^cuda f\|^cpu" "$out"/speed_*.log
+    ;;
+  hmm)
+    shift
+    python3 benchmarks/bench_hmm.py "$@" > "$out/bench_hmm.log" 2>&1
+    tail -20 "$out/bench_hmm.log"
     ;;
   bench)
     shift

@@ -1,0 +1,162 @@
+"""Hidden Markov models in bulk: bulkem's CPU and CUDA engines beside hmmlearn, in one run.
+
+The issue-13 batch: D datasets x 20 sequences of lengths 50-500, N = 4 states,
+V = 8 symbols (categorical), S random starts, 100 iterations (``tol=0``).
+Everything is timed end to end through ``bulkem.fit`` (compilation excluded
+by a warm-up).  hmmlearn (``CategoricalHMM``, the same iterations, ``tol``
+off) fits a sample of the same (dataset, start) pairs on every core (a process
+pool); its rate in fits/s is the baseline of the ratios.
+
+    python benchmarks/bench_hmm.py                                # full size
+    python benchmarks/bench_hmm.py --datasets 20 --starts 4 --hmmlearn-fits 8   # small
+    python benchmarks/bench_hmm.py --grid CUDA_MAX_REGISTERS=64;128;None   # CUDA variants
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import os
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+import bulkem
+from bulkem import config
+
+N_STATES, N_SYMBOLS, N_SEQ = 4, 8, 20
+
+
+def make_batch(n_datasets: int, seed: int = 1) -> list[list[np.ndarray]]:
+    """Datasets of 20 categorical sequences (lengths 50-500) from random 4-state HMMs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_datasets):
+        A = rng.dirichlet(np.ones(N_STATES) * 0.5, N_STATES) + np.eye(N_STATES) * 2
+        A /= A.sum(axis=1, keepdims=True)
+        B = rng.dirichlet(np.ones(N_SYMBOLS) * 0.5, N_STATES)
+        cumA, cumB = np.cumsum(A, axis=1), np.cumsum(B, axis=1)
+        seqs = []
+        for T in rng.integers(50, 501, N_SEQ):
+            s = rng.integers(N_STATES)
+            u = rng.random((T, 2))
+            x = np.empty(T)
+            for t in range(T):
+                x[t] = np.searchsorted(cumB[s], u[t, 0], side="right")
+                s = min(np.searchsorted(cumA[s], u[t, 1], side="right"), N_STATES - 1)
+            seqs.append(np.minimum(x, N_SYMBOLS - 1))
+        out.append(seqs)
+    return out
+
+
+def fit(data, args, **kw):
+    base = dict(family="hmm", emission="categorical", n_symbols=N_SYMBOLS,
+                n_components=N_STATES, n_starts=args.starts, max_iter=args.iters, tol=0.0,
+                seed=1, progress=False)
+    return bulkem.fit(data, **{**base, **kw})
+
+
+def timed(data, args, repeat, **kw):
+    fit(data[:2], args, n_starts=2, max_iter=2, **kw)  # compile
+    best, res = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = fit(data, args, **kw)
+        best = min(best, time.perf_counter() - t0)
+    return res, best
+
+
+def _hmmlearn_one(job):
+    """One hmmlearn fit from a bulkem start (so that both do the same work)."""
+    from hmmlearn.hmm import CategoricalHMM
+
+    seqs, start, iters = job
+    X = np.concatenate(seqs).astype(int)[:, None]
+    m = CategoricalHMM(N_STATES, n_iter=iters, tol=-np.inf, init_params="",
+                       n_features=N_SYMBOLS)
+    m.startprob_, m.transmat_, m.emissionprob_ = (start["startprob"], start["transmat"],
+                                                  start["emissionprob"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(X, [len(s) for s in seqs])
+    return m.score(X, [len(s) for s in seqs])
+
+
+def hmmlearn_rate(data, res, args) -> tuple[float, float]:
+    """fits/s of hmmlearn on every core over a sample of the batch's fits; agreement with bulkem."""
+    n = min(args.hmmlearn_fits, len(res.starts))
+    jobs, ours = [], []
+    for d in range(n):
+        ds = d % len(data)
+        # the best start's starting values: the same work as any of bulkem's fits
+        jobs.append((data[ds], res.init_params(ds), args.iters))
+        ours.append(res.summary.loglik[ds])
+    workers = min(os.cpu_count() or 1, n)
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_hmmlearn_one, jobs[:workers]))  # start the workers, import hmmlearn
+        t0 = time.perf_counter()
+        ll = list(pool.map(_hmmlearn_one, jobs))
+        sec = time.perf_counter() - t0
+    rel = float(np.max(np.abs(np.array(ll) - ours) / np.abs(ours)))
+    return n / sec, rel
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=int, default=1000)
+    ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--cpu-datasets", type=int, default=50, help="bulkem CPU timed on this many")
+    ap.add_argument("--hmmlearn-fits", type=int, default=64, help="hmmlearn timed on this many")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
+    ap.add_argument("--grid", nargs="*", default=[], metavar="NAME=V1;V2",
+                    help="CUDA float64 with each value of a config setting")
+    args = ap.parse_args()
+    from bulkem.engines.cuda import available
+
+    gpu, name = available()
+    data = make_batch(args.datasets)
+    n_obs = sum(len(s) for ds in data for s in ds)
+    print(f"# {datetime.date.today()}  cpu cores {os.cpu_count()}  gpu {name if gpu else 'none'}"
+          f"  batch {args.datasets} datasets x {N_SEQ} sequences ({n_obs:,} observations), "
+          f"N={N_STATES}, V={N_SYMBOLS}, {args.starts} starts, {args.iters} iterations, tol=0")
+    rows = []
+    cpu_data = data[:args.cpu_datasets]
+    res_cpu, s = timed(cpu_data, args, 1, backend="cpu")
+    cpu_rate = len(res_cpu.starts) / s
+    rows.append(("bulkem CPU f64 (all cores)", len(res_cpu.starts), s, cpu_rate))
+    hl_rate, agree = hmmlearn_rate(cpu_data, res_cpu, args)
+    rows.append(("hmmlearn (all cores)", args.hmmlearn_fits, args.hmmlearn_fits / hl_rate,
+                 hl_rate))
+    notes = [f"hmmlearn vs bulkem CPU, same starts and iterations: max relative loglik "
+             f"difference {agree:.2e}"]
+    if gpu:
+        for dtype in args.dtypes:
+            res, s = timed(data, args, args.repeat, backend="cuda", dtype=dtype)
+            rows.append((f"bulkem CUDA {dtype}", len(res.starts), s, len(res.starts) / s))
+            if dtype == "float64":
+                sub = res.summary.loglik.to_numpy()[:args.cpu_datasets]
+                ref = res_cpu.summary.loglik.to_numpy()
+                notes.append(f"CUDA vs CPU float64 best loglik: max relative difference "
+                             f"{np.nanmax(np.abs(sub - ref) / np.abs(ref)):.2e}")
+        for item in args.grid:
+            key, values = item.split("=", 1)
+            old = getattr(config, key)
+            for v in values.split(";"):
+                setattr(config, key, ast.literal_eval(v))
+                res, s = timed(data, args, args.repeat, backend="cuda")
+                rows.append((f"  CUDA f64 {key}={v}", len(res.starts), s, len(res.starts) / s))
+            setattr(config, key, old)
+    print(f"{'run':<34}{'fits':>9}{'seconds':>10}{'fits/s':>12}{'vs hmmlearn':>13}")
+    for label, n, s, rate in rows:
+        print(f"{label:<34}{n:>9}{s:>10.3f}{rate:>12,.0f}{rate / hl_rate:>12,.1f}x")
+    for note in notes:
+        print(f"# {note}")
+
+
+if __name__ == "__main__":
+    main()
