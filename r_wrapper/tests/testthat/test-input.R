@@ -96,7 +96,7 @@ test_that("NA values make that dataset invalid_data and the rest is fitted", {
   )
   s <- fit$summary
   expect_identical(s$status[2], "invalid_data")
-  expect_match(s$message[2], "1 of 200 values are NaN or infinite", fixed = TRUE)
+  expect_match(s$message[2], "1 of 200 values is NaN or infinite", fixed = TRUE)
   expect_true(all(s$status[-2] %in% c("converged", "max_iter")))
   expect_false(2L %in% fit$components$dataset)
   expect_true(is.na(s$best_start[2]))
@@ -119,6 +119,6 @@ test_that("NA values make that dataset invalid_data and the rest is fitted", {
     f2 <- fit_mixture(list(c(1, 2, Inf, 4, 5, 6), c(1, 2, -3, 4, 5, 6), x[[1]]), starts = 1),
     "2 of 3 datasets are invalid"
   )
-  expect_match(f2$summary$message[1], "1 of 6 values are NaN or infinite", fixed = TRUE)
-  expect_match(f2$summary$message[2], "values are <= 0")
+  expect_match(f2$summary$message[1], "1 of 6 values is NaN or infinite", fixed = TRUE)
+  expect_match(f2$summary$message[2], "value is <= 0")
 })
