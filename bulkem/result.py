@@ -124,6 +124,7 @@ class FitResult:
     n_dims: int = 1
     _family: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
+    _packed: Any = field(repr=False, default=None)  # the fitted values, for plot()
 
     @staticmethod
     def before_fits(fam, packed, job, n_starts) -> dict:
@@ -221,7 +222,7 @@ class FitResult:
         init_best = job.init.reshape(n_valid, n_starts, M * P)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
         return cls(summary, components, starts, early["start_values"], backend, seed, fam.name, M,
-                   dtype, elapsed, n_dims=D, _family=fam, _best=best_map)
+                   dtype, elapsed, n_dims=D, _family=fam, _best=best_map, _packed=packed)
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -346,6 +347,29 @@ class FitResult:
         x = self._points(x)
         lc = self._family.log_components(x, self._get(dataset)[0], self.n_components)
         return np.argmax(lc, axis=1) + 1
+
+    def plot(self, dataset: Any, ax: Any = None, bins: Any = "auto", **kwargs: Any) -> Any:
+        """Histogram of a dataset with its fitted mixture density and components.
+
+        Needs matplotlib (``pip install 'bulkem[plot]'``); see
+        :func:`bulkem.plotting.plot_fit` for the other options.
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``.
+        ax : matplotlib Axes, optional
+            Where to draw; a new figure when None.
+        bins : int, sequence or str, default "auto"
+            Histogram bins.
+
+        Returns
+        -------
+        matplotlib Axes
+        """
+        from .plotting import plot_fit
+
+        return plot_fit(self, dataset, ax=ax, bins=bins, **kwargs)
 
     def __repr__(self) -> str:
         counts = self.summary["status"].value_counts().to_dict()
