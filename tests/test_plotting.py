@@ -28,7 +28,7 @@ def ig_fit():
 
 def test_plot_draws_histogram_mixture_and_components(ig_fit, tmp_path):
     res, data = ig_fit
-    ax = res.plot(1, bins=30)
+    ax = res.plot(1, bins=30, tail=0)
     lines = ax.get_lines()
     assert len(lines) == 1 + res.n_components
     grid, mixture = lines[0].get_data()
@@ -67,6 +67,7 @@ def test_gaussian_marginals(tmp_path):
     assert np.allclose(mass, res.params(0)["weight"], atol=1e-6)
     ax = res.plot(0, dim=1)
     assert ax.get_xlabel() == "coordinate 2"
+    assert ax.get_legend().get_texts()[0].get_text().endswith("outside the plot)")
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="dim = 2"):
         plotting.component_densities(res, 0, grid, dim=2)
