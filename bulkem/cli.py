@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import os
 import sys
+import tempfile
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +18,26 @@ import pandas as pd
 
 from . import __version__, datasets
 from .api import BACKENDS, DTYPES, fit
+from .models import FAMILIES
+
+DESCRIPTION = (
+    "Fit mixture models by EM to many datasets at once, each from many random starts, "
+    "on every CPU core or on NVIDIA GPUs. 'bulkem demo' fits a simulated batch and reports "
+    "speed and accuracy; 'bulkem fit' fits a long table (one row per value) and writes "
+    "the result tables. 'bulkem COMMAND --help' lists a command's options."
+)
+# Output formats by file name suffix.
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+# The tables 'bulkem fit' writes: the summary at --out, the others beside it.
+TABLES = ("summary", "components", "starts", "start_values")
+
+
+class UsageError(Exception):
+    """A problem with the command's arguments or files: one line, exit status 2."""
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -46,69 +72,226 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def output_paths(out: Path, tables: tuple[str, ...] = TABLES) -> dict[str, Path]:
+    """Where ``bulkem fit`` writes each table; checked before anything is read or fitted.
+
+    Parameters
+    ----------
+    out : Path
+        The summary table's file; its suffix (.csv, .parquet or .pq) gives the
+        format of every table, written beside it as ``<stem>.<table>.<suffix>``.
+
+    Returns
+    -------
+    dict of str -> Path
+        Table name -> file.
+
+    Raises
+    ------
+    UsageError
+        Unknown format, Parquet without a Parquet engine, a missing or
+        read-only folder, or a folder where a file should be written.
+    """
+    fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"--out {out}: unknown format {out.suffix or '(no suffix)'!r}; "
+                         f"expected a file name ending in {', '.join(FORMATS)}.")
+    if fmt == "parquet" and not any(importlib.util.find_spec(m) for m in
+                                    ("pyarrow", "fastparquet")):
+        raise UsageError(f"--out {out}: writing Parquet needs pyarrow; install it "
+                         "(pip install 'bulkem[parquet]') or write .csv.")
+    folder = out.parent
+    if not folder.is_dir():
+        raise UsageError(f"--out {out}: the folder {folder} does not exist; create it first.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: the folder {folder} is not writable.")
+    stem = out.with_suffix("")
+    paths = {"summary": out}
+    paths.update({t: Path(f"{stem}.{t}{out.suffix}") for t in tables[1:]})
+    for p in paths.values():
+        if p.is_dir():
+            raise UsageError(f"--out {out}: {p} is a folder; expected a file name.")
+    return paths
+
+
+@contextlib.contextmanager
+def _all_or_nothing(paths: dict[str, Path]) -> Iterator[dict[str, Path]]:
+    """Temporary files beside ``paths``, renamed into place only if all were written."""
+    tmp = {}
+    try:
+        for name, p in paths.items():
+            fd, t = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+            os.close(fd)
+            tmp[name] = Path(t)
+        yield tmp
+        for name, p in paths.items():
+            os.replace(tmp.pop(name), p)
+    finally:
+        for t in tmp.values():
+            t.unlink(missing_ok=True)
+
+
 def _read_table(path: Path) -> pd.DataFrame:
-    if path.suffix.lower() in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    return pd.read_csv(path)
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise UsageError(f"input {path} {what}; expected a CSV or Parquet file.")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise UsageError(f"input {path} is empty; expected a table with a header line "
+                         "(dataset,value) and one row per value.") from None
+    except (ValueError, OSError, ImportError) as err:  # parse errors, bad Parquet, no engine
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"input {path} could not be read: {first}") from None
+    if len(df) == 0:
+        raise UsageError(f"input {path} has columns {list(df.columns)} but no rows.")
+    return df
 
 
 def _fit(args: argparse.Namespace) -> int:
-    df = _read_table(Path(args.input))
-    res = fit(df, family=args.family, n_components=args.components, n_starts=args.starts,
-              max_iter=args.max_iter, tol=args.tol, seed=args.seed, backend=args.backend,
-              dtype=args.dtype, progress=not args.quiet, dataset_col=args.dataset_col,
-              value_col=args.value_col)
     out = Path(args.out)
-    stem = out.with_suffix("")
-    res.summary.to_csv(out, index=False)
-    res.components.to_csv(f"{stem}.components.csv", index=False)
-    res.starts.to_csv(f"{stem}.starts.csv", index=False)
-    res.start_values.to_csv(f"{stem}.start_values.csv", index=False)
-    print(f"{len(res.summary)} datasets fitted on {res.backend} in {res.elapsed:.2f} s; "
-          f"wrote {out}, {stem}.components.csv, {stem}.starts.csv, {stem}.start_values.csv")
+    family_options = {}
+    if args.family == "hmm":
+        family_options = dict(emission=args.emission, sequence_col=args.sequence_col,
+                              n_symbols=args.symbols)
+    paths = output_paths(out, TABLES + (("transitions",) if args.family == "hmm" else ()))
+    src = Path(args.input)
+    if any(p.resolve() == src.resolve() for p in paths.values()):
+        raise UsageError(f"--out {out} would overwrite the input {src}; choose another name.")
+    df = _read_table(src)
+    try:
+        res = fit(df, family=args.family, n_components=args.components, n_starts=args.starts,
+                  max_iter=args.max_iter, tol=args.tol, seed=args.seed, backend=args.backend,
+                  dtype=args.dtype, progress=not args.quiet, dataset_col=args.dataset_col,
+                  value_col=args.value_col, **family_options)
+    except (ValueError, TypeError) as err:  # about the data: said in the command's terms
+        msg = str(err).replace("DataFrame input", f"input {src}")
+        for python, option in (("dataset_col=", "--dataset-col"), ("value_col=", "--value-col"),
+                               ("(pandas.to_numeric)", ""), ("backend='cpu'", "--backend cpu"),
+                               ("backend='auto'", "--backend auto"),
+                               ("backend='cuda'", "--backend cuda"),
+                               ("numba.cuda.is_available() is False", "CUDA is not available")):
+            msg = msg.replace(python, option)
+        raise UsageError(" ".join(msg.split())) from None
+    fmt = FORMATS[out.suffix.lower()]
+    with _all_or_nothing(paths) as tmp:
+        for name, t in tmp.items():
+            table = res.tables[name] if name in res.tables else getattr(res, name)
+            if fmt == "parquet":
+                table.to_parquet(t, index=False)
+            else:
+                table.to_csv(t, index=False)
+    print(f"{_plural(len(res.summary), 'dataset')} fitted on {res.backend} in "
+          f"{res.elapsed:.2f} s; wrote {', '.join(str(p) for p in paths.values())}")
     print(res.summary["status"].value_counts().to_string())
     return 0
 
 
+def _at_least(low: int):
+    """An argparse type: a whole number >= low."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bulkem", description=__doc__)
+    """The ``bulkem`` argument parser."""
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    ap = argparse.ArgumentParser(prog="bulkem", description=DESCRIPTION, formatter_class=fmt)
     ap.add_argument("--version", action="version", version=f"bulkem {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, starts: int) -> None:
-        p.add_argument("--starts", type=int, default=starts, help="random starts per dataset")
-        p.add_argument("--max-iter", type=int, default=100)
-        p.add_argument("--tol", type=float, default=1e-6)
-        p.add_argument("--seed", type=int, default=1)
-        p.add_argument("--backend", choices=BACKENDS, default="auto")
+        p.add_argument("--starts", type=_at_least(1), default=starts, metavar="N",
+                       help="random starts per dataset")
+        p.add_argument("--max-iter", type=_at_least(1), default=100, metavar="N",
+                       help="most EM iterations per start")
+        p.add_argument("--tol", type=float, default=1e-6,
+                       help="a start has converged when its log-likelihood changes by less")
+        p.add_argument("--seed", type=_at_least(0), default=1, metavar="N",
+                       help="seed of the random starts")
+        p.add_argument("--backend", choices=BACKENDS, default="auto",
+                       help="auto: the GPU when one is usable, else every CPU core")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    d = sub.add_parser("demo", help="fit the embedded demo batch and report speed and accuracy")
-    d.add_argument("--datasets", type=int, default=1000)
-    d.add_argument("--obs", type=int, default=2000)
+    d = sub.add_parser("demo", formatter_class=fmt,
+                       help="fit a simulated batch; report speed and accuracy",
+                       description="Fit datasets drawn from the demo inverse-Gaussian mixture "
+                       "(weights 0.3/0.7, mu 1/3, lambda 30/0.2) and report the speed and "
+                       "how close the fits come to the truth.")
+    d.add_argument("--datasets", type=_at_least(1), default=1000, metavar="N",
+                   help="number of datasets")
+    d.add_argument("--obs", type=_at_least(1), default=2000, metavar="N",
+                   help="values per dataset")
     common(d, 10)
     d.set_defaults(func=_demo)
 
-    f = sub.add_parser("fit", help="fit a long CSV/Parquet table (dataset,value) and write tables")
-    f.add_argument("input", help="CSV or Parquet file in long form")
-    f.add_argument("--components", type=int, default=2)
-    f.add_argument("--family", default="invgauss")
-    f.add_argument("--dtype", choices=DTYPES, default="float64")
-    f.add_argument("--dataset-col", default="dataset")
-    f.add_argument("--value-col", default="value")
-    f.add_argument("--out", default="fits.csv", help="summary CSV; the other tables go beside it")
+    f = sub.add_parser("fit", formatter_class=fmt,
+                       help="fit a long CSV/Parquet table (dataset,value); write the tables",
+                       description="Fit every dataset of a long table (one row per value, a "
+                       "column naming the dataset) and write four tables: the summary at "
+                       "--out, and components, starts and start_values beside it "
+                       "(fits.csv -> fits.components.csv, ...). Outputs are checked before "
+                       "the fit, and written only when all of them can be.")
+    f.add_argument("input", help="CSV or Parquet (.parquet, .pq) file in long form")
+    f.add_argument("--family", choices=list(FAMILIES), default="invgauss",
+                   help="component distribution")
+    f.add_argument("--components", type=_at_least(1), default=2, metavar="M",
+                   help="mixture components (hmm: hidden states)")
+    f.add_argument("--dtype", choices=DTYPES, default="float64",
+                   help="precision of the per-observation arithmetic")
+    f.add_argument("--dataset-col", default="dataset", metavar="NAME",
+                   help="column naming the dataset of each row")
+    f.add_argument("--value-col", default="value", metavar="NAME",
+                   help="column of the values (gaussian: all other columns when there is "
+                   "no such column)")
+    f.add_argument("--emission", choices=["categorical", "gaussian", "poisson"],
+                   default="gaussian", help="hmm: the states' emission distribution")
+    f.add_argument("--symbols", type=_at_least(1), default=None, metavar="V",
+                   help="hmm, categorical: symbols 0..V-1 (default: the largest seen + 1)")
+    f.add_argument("--sequence-col", default="sequence", metavar="NAME",
+                   help="hmm: column naming the sequence of each row (rows in time order)")
+    f.add_argument("--out", default="fits.csv", metavar="FILE",
+                   help="summary table; its suffix (.csv, .parquet, .pq) sets the format of "
+                   "every table")
     common(f, 100)
     f.set_defaults(func=_fit)
     return ap
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line, without the source line that raised them."""
+    if category.__module__.startswith("numba"):
+        return  # compiler notes, not about the user's data
+    text = str(message).replace("see summary.status and summary.message",
+                                "see the status and message columns of the summary")
+    print(f"bulkem: warning: {text}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command line; returns the exit status (2 for bad arguments or files)."""
     try:
-        return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        print(f"bulkem: error: {err}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error argparse has printed
+        return done.code if isinstance(done.code, int) else 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return args.func(args)
+        except (UsageError, ValueError, TypeError, OSError) as err:
+            print(f"bulkem: error: {err}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

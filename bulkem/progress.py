@@ -27,6 +27,7 @@ class Progress:
     def __init__(self, progress: bool | Callable | None, total: int, desc: str = "fits"):
         self.total = total
         self.done = 0
+        self._desc = desc
         self._callback = progress if callable(progress) else None
         show = progress is True or (
             progress is None and total >= AUTO_MIN_FITS and sys.stderr.isatty()
@@ -44,6 +45,29 @@ class Progress:
     def active(self) -> bool:
         """Whether anybody is watching (then engines report in smaller steps)."""
         return self._bar is not None or self._callback is not None
+
+    def phase(self, text: str) -> None:
+        """Say what happens before fits are counted, e.g. ``"compiling kernels"``.
+
+        Shown in the bar's label when a bar is shown; nothing otherwise (a
+        callable ``progress`` receives counts only).  An empty ``text`` ends
+        the phase: the label goes back to ``desc`` and, if no fit has been
+        counted yet, the bar's clock restarts so that its rate is of the
+        fitting alone.
+
+        Parameters
+        ----------
+        text : str
+            The phase, or "" when it is over.
+        """
+        if self._bar is None:
+            return
+        if text:
+            self._bar.set_description_str(f"{self._desc} ({text})")
+        else:
+            self._bar.set_description_str(self._desc)
+            if self.done == 0:
+                self._bar.reset(total=self.total)
 
     def __call__(self, n: int) -> None:
         self.done += n

@@ -11,6 +11,8 @@
 #                        default vignettes/output (git-ignored)
 #   BULKEM_BMI_CSV       the BMI data, when not at ../shared/data/bmi.csv
 #   BULKEM_NO_PANDOC     set: run the R Markdown code by knitr::purl + Rscript even with pandoc
+#   BULKEM_NO_INSTALL_TEST  set: skip installing the repository with install_bulkem()
+#                        into a temporary virtualenv (it needs the package index)
 #
 # Fails when R is missing, when `import bulkem` fails in $BULKEM_PYTHON, when
 # any R test fails or is skipped (the Python side is there, so nothing may be
@@ -88,6 +90,22 @@ if (skipped > 0) {
 }
 if (nrow(df) == 0 || failed > 0 || skipped > 0) quit(status = 1)
 ' || die "R tests failed (or were skipped)."
+
+if [ -z "${BULKEM_NO_INSTALL_TEST:-}" ]; then
+    # From R, as a user would: R's LD_LIBRARY_PATH is set, and install_bulkem()
+    # must keep it from the Python it runs. pip's cache keeps this to ~40 s.
+    say "install_bulkem() into a temporary virtualenv"
+    IB_DIR="$(mktemp -d)"
+    Rscript -e "bulkem::install_bulkem('$ROOT', envname = '$IB_DIR/venv')" \
+        >"$OUT/install_bulkem.log" 2>&1 \
+        || { tail -n 40 "$OUT/install_bulkem.log"; rm -rf "$IB_DIR"; die "install_bulkem() failed."; }
+    (cd "$IB_DIR" && env -u PYTHONPATH "$IB_DIR/venv/bin/python" -c '
+import bulkem, sys
+assert bulkem.__file__.startswith(sys.prefix), bulkem.__file__
+print("  bulkem", bulkem.__version__, "installed in", sys.prefix)') \
+        || { rm -rf "$IB_DIR"; die "bulkem does not import from the virtualenv install_bulkem() made."; }
+    rm -rf "$IB_DIR"
+fi
 
 say "vignettes -> $OUT"
 if [ -z "${BULKEM_NO_PANDOC:-}" ] && Rscript -e 'quit(status = !rmarkdown::pandoc_available())' >/dev/null 2>&1; then

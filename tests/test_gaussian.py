@@ -228,7 +228,7 @@ def test_bad_datasets_get_their_own_status(backend):
     s = res.summary.set_index("dataset")
     assert s.status["ok"] != "invalid_data"
     assert s.status[["nan", "short", "empty"]].eq("invalid_data").all()
-    assert "1 of 30 observations have NaN or infinite" in s.message["nan"]
+    assert "1 of 30 observations has NaN or infinite" in s.message["nan"]
     assert "too short: 5 values, at least 6" in s.message["short"]
     with pytest.raises(ValueError, match="invalid dataset"):
         bulkem.fit(data, family="gaussian", n_components=2, strict=True, backend=backend)

@@ -75,14 +75,33 @@ def test_bad_datasets_get_their_own_status(backend):
     assert s.loc["ok2", "status"] in ("converged", "max_iter")
     assert s.loc["empty", "message"] == "empty dataset (0 values)"
     assert "too short: 3 values, at least 6" in s.loc["short", "message"]
-    assert s.loc["nan", "message"] == "1 of 21 values are NaN or infinite"
-    assert s.loc["inf", "message"] == "1 of 21 values are NaN or infinite"
+    assert s.loc["nan", "message"] == "1 of 21 values is NaN or infinite"
+    assert s.loc["inf", "message"] == "1 of 21 values is NaN or infinite"
     assert s.loc["negative", "message"].startswith("2 of 22 values are <= 0")
     bad = s.drop(index=["ok1", "ok2"])
     assert (bad.status == "invalid_data").all() and bad.loglik.isna().all()
     assert set(res.components.dataset) == {"ok1", "ok2"}
     with pytest.raises(ValueError, match="5 invalid dataset"):
         bulkem.fit(data, strict=True, backend=backend)
+
+
+def test_every_problem_of_a_dataset_is_reported():
+    ig, gauss = bulkem.FAMILIES["invgauss"], bulkem.FAMILIES["gaussian"]
+    assert ig.check(np.array([1.0, np.nan]), 2) == (
+        "too short: 2 values, at least 6 needed for this number of components; "
+        "1 of 2 values is NaN or infinite")
+    assert ig.check(np.array([-1.0, -np.inf, 0.0]), 2) == (
+        "too short: 3 values, at least 6 needed for this number of components; "
+        "1 of 3 values is NaN or infinite; 2 of 3 values are <= 0 (the inverse-Gaussian "
+        "family needs positive values)")
+    assert ig.check(np.array([2.0]), 2).startswith("too short: 1 value, ")
+    assert ig.check(np.array([]), 2) == "empty dataset (0 values)"
+    assert ig.check(GOOD, 2) is None
+    x = np.ones((4, 2))
+    x[0, 1] = np.nan
+    assert gauss.check(x, 2) == (
+        "too short: 4 values, at least 6 needed for this number of components; "
+        "1 of 4 observations has NaN or infinite coordinates")
 
 
 def test_failed_start_is_recorded_never_best(backend):

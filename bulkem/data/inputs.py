@@ -213,13 +213,39 @@ def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:
 
 
 def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
-    """Problems common to every family: empty, too short, NaN or infinite."""
+    """Problems common to every family: empty, too short, NaN or infinite.
+
+    Every problem found is reported, joined by "; ".  For vector data
+    (2-D ``values``) the NaN count is of observations (rows).
+    """
     n = len(values)
     if n == 0:
         return "empty dataset (0 values)"
+    problems = []
     if n < min_obs:
-        return f"too short: {n} values, at least {min_obs} needed for this number of components"
-    bad = int(np.count_nonzero(~np.isfinite(values)))
-    if bad:
-        return f"{bad} of {n} values are NaN or infinite"
-    return None
+        problems.append(f"too short: {_count(n, 'value')}, at least {min_obs} needed for this "
+                        "number of components")
+    finite = np.isfinite(values)
+    if finite.ndim == 2:
+        bad = int(np.count_nonzero(~np.all(finite, axis=1)))
+        if bad:
+            problems.append(f"{bad} of {_count(n, 'observation')} {_have(bad)} NaN or infinite "
+                            "coordinates")
+    else:
+        bad = int(np.count_nonzero(~finite))
+        if bad:
+            problems.append(f"{bad} of {_count(n, 'value')} {_are(bad)} NaN or infinite")
+    return "; ".join(problems) or None
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 value"``, ``"3 values"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _are(k: int) -> str:
+    return "is" if k == 1 else "are"
+
+
+def _have(k: int) -> str:
+    return "has" if k == 1 else "have"

@@ -131,6 +131,7 @@ class FitResult:
     tables: dict = field(default_factory=dict)
     _model: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
+    _packed: Any = field(repr=False, default=None)  # the fitted values, for plot()
 
     @staticmethod
     def before_fits(model, packed, job, n_starts) -> dict:
@@ -227,7 +228,7 @@ class FitResult:
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}
         return cls(summary, components, starts, early["start_values"], backend, seed, model.name,
                    M, dtype, elapsed, n_dims=model.n_dims, tables=extra, _model=model,
-                   _best=best_map)
+                   _best=best_map, _packed=packed)
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:

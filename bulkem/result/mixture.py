@@ -107,3 +107,26 @@ class MixtureResult(FitResult):
         x = self._points(x)
         lc = self._model.family.log_components(x, self._get(dataset)[0], self.n_components)
         return np.argmax(lc, axis=1) + 1
+
+    def plot(self, dataset: Any, ax: Any = None, bins: Any = "auto", **kwargs: Any) -> Any:
+        """Histogram of a dataset with its fitted mixture density and components.
+
+        Needs matplotlib (``pip install 'bulkem[plot]'``); see
+        :func:`bulkem.plotting.plot_fit` for the other options.
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``.
+        ax : matplotlib Axes, optional
+            Where to draw; a new figure when None.
+        bins : int, sequence or str, default "auto"
+            Histogram bins.
+
+        Returns
+        -------
+        matplotlib Axes
+        """
+        from ..plotting import plot_fit
+
+        return plot_fit(self, dataset, ax=ax, bins=bins, **kwargs)

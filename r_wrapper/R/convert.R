@@ -17,12 +17,9 @@ py_int_array <- function(x) {
 }
 
 # One dataset: numbers go over as float64 (NA becomes NaN, which bulkem marks
-# invalid_data); anything else goes over as it is so that Python's own
-# validation, and its message, applies.
+# invalid_data). Text, factors and TRUE/FALSE are refused here, alike for
+# bulkem() and fit_mixture(): R converts none of them to numbers silently.
 py_dataset <- function(x, label) {
-  if (is.factor(x)) {
-    x <- as.character(x)
-  }
   if (is.matrix(x) || is.array(x) && length(dim(x)) > 1L) {
     stop(
       "dataset ", label, " is a matrix of dimension ", paste(dim(x), collapse = " x "),
@@ -37,13 +34,28 @@ py_dataset <- function(x, label) {
   if (is.null(x)) {
     return(py_float_array(numeric(0)))
   }
-  if (is.atomic(x)) {
-    # a list, not a scalar, so that a length-1 vector is still one dataset
-    return(reticulate::r_to_py(as.list(x)))
+  stop("dataset ", label, " is ", not_numbers(x), call. = FALSE)
+}
+
+# What a non-numeric vector is, and what to do about it.
+not_numbers <- function(x) {
+  what <- if (is.factor(x)) {
+    "a factor"
+  } else if (is.character(x)) {
+    "text (character)"
+  } else if (is.logical(x)) {
+    "logical (TRUE/FALSE)"
+  } else {
+    paste0("a ", class(x)[1L])
   }
-  stop(
-    "dataset ", label, " is a ", class(x)[1L], "; expected a numeric vector.",
-    call. = FALSE
+  advice <- if (is.factor(x)) {
+    "as.numeric(as.character(x))"
+  } else {
+    "as.numeric(x)"
+  }
+  paste0(
+    what, "; expected numbers. Convert it with ", advice,
+    " first (and look at the values that became NA)."
   )
 }
 
@@ -65,8 +77,15 @@ py_column <- function(x) {
 # Datasets in any of the accepted R forms -> the Python object bulkem.fit
 # takes. Returns the object and how dataset ids map back to R:
 # "position" (Python counts from 0; R shows 1, 2, ...), "name" or "label".
-py_datasets <- function(datasets) {
+py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") {
   if (is.data.frame(datasets)) {
+    values <- if (value_col %in% names(datasets)) value_col else setdiff(names(datasets), dataset_col)
+    for (col in values) {
+      x <- datasets[[col]]
+      if (!(is.numeric(x) || is.logical(x) && all(is.na(x)))) {
+        stop("column '", col, "' of datasets is ", not_numbers(x), call. = FALSE)
+      }
+    }
     pd <- reticulate::import("pandas", convert = FALSE)
     columns <- lapply(datasets, py_column)
     frame <- pd$DataFrame(reticulate::py_dict(names(datasets), unname(columns)))

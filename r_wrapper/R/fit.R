@@ -1,12 +1,17 @@
 # The two fitting interfaces: fit_mixture() (tidy tables, as in Python) and
 # bulkem() (the interface of the original bulkem R package).
 
+# interface: "fit_mixture" or "bulkem", whose argument names the messages use.
 run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
-                     backend, dtype, init, strict, progress) {
+                     backend, dtype, init, strict, progress, interface = "fit_mixture",
+                     dataset_col = "dataset", value_col = "value") {
+  original <- identical(interface, "bulkem")
+  name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   module <- bulkem_module()
-  data <- py_datasets(datasets)
+  data <- py_datasets(datasets, dataset_col, value_col)
   if (!is.numeric(tol) || length(tol) != 1L || is.na(tol)) {
-    stop("`tol` must be one number >= 0, got ", paste(deparse(tol), collapse = ""), ".",
+    stop("`", name("tol", "epsilon"), "` must be one number >= 0, got ",
+      paste(deparse(tol), collapse = ""), ".",
       call. = FALSE
     )
   }
@@ -14,16 +19,19 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     module$fit,
     data$py,
     family = family,
-    n_components = py_int(components, "components"),
-    n_starts = py_int(starts, "starts"),
-    max_iter = py_int(max_iter, "max_iter"),
+    n_components = py_int(components, name("components", "num.components")),
+    n_starts = py_int(starts, name("starts", "random.inits")),
+    max_iter = py_int(max_iter, name("max_iter", "max.iters")),
     tol = as.double(tol),
     seed = py_int(seed, "seed", null_ok = TRUE),
     backend = backend,
     dtype = dtype,
     init = py_init(init),
     strict = isTRUE(strict),
-    progress = isTRUE(progress)
+    progress = isTRUE(progress),
+    dataset_col = dataset_col,
+    value_col = value_col,
+    .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids)
 }
@@ -57,10 +65,11 @@ r_tables <- function(py, ids) {
 fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 10,
                         max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                         dtype = "float64", init = NULL, strict = FALSE,
-                        progress = FALSE) {
+                        progress = FALSE, dataset_col = "dataset", value_col = "value") {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
-    init, strict, progress
+    init, strict, progress,
+    dataset_col = dataset_col, value_col = value_col
   )
   out <- r_tables(run$py, run$ids)
   py <- run$py
@@ -81,9 +90,9 @@ print.bulkem_fit <- function(x, ...) {
   s <- x$summary
   counts <- table(s$status)
   cat(sprintf(
-    "bulkem fit: %s mixture, %d components, %d datasets, backend %s, seed %.0f, %.3g s\n",
-    attr(x, "family"), attr(x, "n_components"), nrow(s), attr(x, "backend"),
-    attr(x, "seed"), attr(x, "elapsed")
+    "bulkem fit: %s mixture, %d components, %d dataset%s, backend %s, seed %.0f, %.3g s\n",
+    attr(x, "family"), attr(x, "n_components"), nrow(s), if (nrow(s) == 1L) "" else "s",
+    attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")
   ))
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
   cat("Tables: $summary, $components, $starts, $start_values\n")
@@ -95,6 +104,14 @@ print.bulkem_fit <- function(x, ...) {
 }
 
 mixture_density <- function(fit, dataset, x) {
+  py <- fit_python(fit)
+  id <- python_dataset_id(fit, dataset)
+  dens <- py_call(py$density, id, py_float_array(x), .terms = list(ids = attr(fit, "ids")))
+  py_numbers(dens)
+}
+
+# The Python FitResult behind a bulkem_fit.
+fit_python <- function(fit) {
   if (!inherits(fit, "bulkem_fit")) {
     stop("`fit` must be the result of fit_mixture(), got a ", class(fit)[1L], ".",
       call. = FALSE
@@ -104,6 +121,11 @@ mixture_density <- function(fit, dataset, x) {
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
     stop("This fit's Python object is gone (saved and reloaded?); fit again.", call. = FALSE)
   }
+  py
+}
+
+# An R dataset id -> the Python one.
+python_dataset_id <- function(fit, dataset) {
   if (length(dataset) != 1L) {
     stop("`dataset` must be one dataset id, as in fit$summary$dataset.", call. = FALSE)
   }
@@ -111,8 +133,79 @@ mixture_density <- function(fit, dataset, x) {
   if (is.numeric(id) && id == round(id)) {
     id <- as.integer(id)
   }
-  dens <- py_call(py$density, id, py_float_array(x))
-  as.double(unlist(reticulate::py_to_r(dens$tolist())))
+  id
+}
+
+# A numpy array -> an R numeric vector (flattened).
+py_numbers <- function(a) {
+  as.double(unlist(reticulate::py_to_r(a$ravel()$tolist())))
+}
+
+plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
+                            main = NULL, xlab = "value", legend = TRUE, ...) {
+  py <- fit_python(x)
+  s <- x$summary
+  if (is.null(dataset)) {
+    fitted <- s$dataset[s$status %in% c("converged", "max_iter")]
+    if (length(fitted) == 0L) {
+      stop("No dataset of this fit has fitted parameters (see fit$summary$status).",
+        call. = FALSE
+      )
+    }
+    dataset <- fitted[[1L]]
+  }
+  id <- python_dataset_id(x, dataset)
+  terms <- list(ids = attr(x, "ids"))
+  plotting <- reticulate::import("bulkem.plotting", convert = FALSE)
+  values <- py_numbers(py_call(plotting$dataset_values, py, id, .terms = terms))
+  n <- length(values)
+  # the values but a fraction `tail` at each end, as FitResult.plot in Python
+  lims <- stats::quantile(values, c(tail, 1 - tail), names = FALSE)
+  pad <- if (lims[2] > lims[1]) 0.05 * diff(lims) else max(abs(lims[1]), 1) * 0.5
+  lo <- lims[1] - pad
+  if (lims[1] > 0 && lo <= 0) {
+    lo <- lims[1] / 2
+  }
+  hi <- lims[2] + pad
+  grid <- seq(lo, hi, length.out = 1000L)
+  dens <- py_call(plotting$component_densities, py, id, py_float_array(grid), .terms = terms)
+  comp <- matrix(py_numbers(dens), nrow = length(grid), byrow = TRUE)
+  mixture <- rowSums(comp)
+  h <- graphics::hist(values[values >= lo & values <= hi], breaks = breaks, plot = FALSE)
+  inside <- values >= min(h$breaks) & values <= max(h$breaks)
+  h$counts <- graphics::hist(values[inside], breaks = h$breaks, plot = FALSE)$counts
+  h$density <- h$counts / (n * diff(h$breaks)) # of all values, as the fitted density
+  outside <- n - sum(h$counts)
+  if (is.null(main)) {
+    main <- sprintf("dataset %s: %d-component %s mixture", format(dataset),
+      ncol(comp), attr(x, "family"))
+  }
+  plot(h, freq = FALSE, col = "grey88", border = "grey60", main = main, xlab = xlab,
+    xlim = c(lo, hi), ylim = c(0, 1.05 * max(h$density, mixture, na.rm = TRUE)), ...
+  )
+  cols <- grDevices::hcl.colors(max(ncol(comp), 2L), "Dark 3")
+  graphics::lines(grid, mixture, col = "navy", lwd = 2)
+  for (j in seq_len(ncol(comp))) {
+    graphics::lines(grid, comp[, j], col = cols[j], lwd = 1.5, lty = 2)
+  }
+  if (isTRUE(legend)) {
+    rows <- x$components[x$components$dataset == dataset, , drop = FALSE]
+    weights <- rows$weight[order(rows$component)]
+    data_label <- if (outside > 0L) {
+      sprintf("data (%d values; %d outside the plot)", n, outside)
+    } else {
+      sprintf("data (%d values)", n)
+    }
+    graphics::legend("topright",
+      bty = "n",
+      legend = c(data_label, "fitted mixture",
+        sprintf("component %d (weight %.2f)", seq_len(ncol(comp)), weights)),
+      col = c("grey60", "navy", cols[seq_len(ncol(comp))]),
+      lty = c(NA, 1, rep(2, ncol(comp))), lwd = c(NA, 2, rep(1.5, ncol(comp))),
+      pch = c(15, NA, rep(NA, ncol(comp))), pt.cex = 2
+    )
+  }
+  invisible(x)
 }
 
 bulkem <- function(datasets, num.components = 2, max.iters = 100, random.inits = 1,
@@ -128,7 +221,8 @@ bulkem <- function(datasets, num.components = 2, max.iters = 100, random.inits =
     datasets,
     family = "invgauss", components = num.components, starts = random.inits,
     max_iter = max.iters, tol = epsilon, seed = seed, backend = backend,
-    dtype = "float64", init = NULL, strict = FALSE, progress = verbose
+    dtype = "float64", init = NULL, strict = FALSE, progress = verbose,
+    interface = "bulkem"
   )
   tables <- r_tables(run$py, run$ids)
   if (isTRUE(verbose)) {

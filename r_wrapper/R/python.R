@@ -21,10 +21,10 @@ bulkem_available <- function(verbose = FALSE) {
   if (isTRUE(.state$available)) {
     return(answer(TRUE, .state$reason, .state$python, .state$version))
   }
-  started <- tryCatch(
+  started <- without_false_poetry(tryCatch(
     reticulate::py_available(initialize = TRUE),
     error = function(e) conditionMessage(e)
-  )
+  ))
   if (!isTRUE(started)) {
     why <- if (is.character(started)) started else "reticulate found no Python"
     return(answer(FALSE, paste0(
@@ -50,7 +50,9 @@ bulkem_available <- function(verbose = FALSE) {
     } else {
       paste0(
         "The Python at ", python, " failed to import bulkem: ",
-        trimws(msg), ". Reinstall it with install_bulkem()."
+        trimws(msg), ". Run install_bulkem() (then restart R), or set RETICULATE_PYTHON ",
+        "to a Python where `import bulkem` works (such as .venv/bin/python in the ",
+        "repository, made by scripts/demo.sh)."
       )
     }
     return(answer(FALSE, reason, python))
@@ -79,9 +81,10 @@ bulkem_module <- function() {
   bulkem_py
 }
 
-# Calls a Python function; a Python exception becomes an R error whose
-# message is the Python message, and Python warnings become R warnings.
-py_call <- function(fun, ...) {
+# Calls a Python function; a Python exception becomes an R error, and Python
+# warnings become R warnings, their messages said in R's terms (see
+# r_message(); `.terms` is list(ids =, interface =), NULL for the defaults).
+py_call <- function(fun, ..., .terms = NULL) {
   warnings_mod <- reticulate::import("warnings", convert = FALSE)
   catcher <- warnings_mod$catch_warnings(record = TRUE)
   caught <- catcher$`__enter__`()
@@ -99,21 +102,25 @@ py_call <- function(fun, ...) {
     if (startsWith(origin, "numba")) {
       next # compiler notes, not about the user's data
     }
-    warning(reticulate::py_str(w$message), call. = FALSE)
+    warning(r_message(reticulate::py_str(w$message), .terms), call. = FALSE)
   }
   if (inherits(value, "error")) {
-    stop(python_condition(value))
+    stop(python_condition(value, .terms))
   }
   value
 }
 
-python_condition <- function(e) {
+python_condition <- function(e, terms = NULL) {
   last <- tryCatch(reticulate::py_last_error(), error = function(err) NULL)
   if (is.null(last) || is.null(last$type)) {
     return(e)
   }
   type <- as.character(last$type)
   msg <- as.character(last$value)
+  if (identical(type, "KeyError")) {
+    msg <- sub("^([\"'])(.*)\\1$", "\\2", msg) # str(KeyError) is the repr of its message
+  }
+  msg <- r_message(msg, terms)
   structure(
     class = c(paste0("bulkem_", type), "bulkem_python_error", "error", "condition"),
     list(message = msg, call = NULL, python_type = type)
@@ -123,16 +130,30 @@ python_condition <- function(e) {
 install_bulkem <- function(path = NULL, envname = "r-bulkem", python = NULL,
                            extras = character(), upgrade = TRUE) {
   spec <- bulkem_pip_spec(path, extras)
-  if (reticulate::virtualenv_exists(envname)) {
-    message("Using the existing virtualenv '", envname, "'.")
-  } else {
-    message("Creating the virtualenv '", envname, "'.")
-    reticulate::virtualenv_create(envname, python = python)
-  }
-  message("Installing ", spec, " into '", envname, "'.")
-  pip_options <- if (isTRUE(upgrade)) "--upgrade" else character()
-  reticulate::virtualenv_install(envname, packages = spec, pip_options = pip_options)
-  env_python <- reticulate::virtualenv_python(envname)
+  env_python <- with_clean_python_env({
+    if (reticulate::virtualenv_exists(envname)) {
+      message("Using the existing virtualenv '", envname, "'.")
+    } else {
+      message("Creating the virtualenv '", envname, "'.")
+      reticulate::virtualenv_create(envname, python = python, packages = FALSE)
+    }
+    env_python <- reticulate::virtualenv_python(envname)
+    problem <- pip_problem(env_python)
+    if (!is.null(problem)) {
+      stop(
+        "The Python of '", envname, "' (", env_python, ") cannot run pip over HTTPS: ",
+        problem, ". Remove that virtualenv (reticulate::virtualenv_remove(\"", envname,
+        "\")) and pass another Python, e.g. install_bulkem(python = \"/usr/bin/python3\").",
+        call. = FALSE
+      )
+    }
+    message("Installing ", spec, " into '", envname, "'.")
+    pip <- function(...) reticulate::virtualenv_install(envname, packages = c(...),
+        pip_options = if (isTRUE(upgrade)) "--upgrade" else character())
+    pip("pip") # a pip that reads current package metadata
+    pip(spec)
+    env_python
+  })
   current <- python_path()
   if (!is.na(current) && normalizePath(current, mustWork = FALSE) !=
     normalizePath(env_python, mustWork = FALSE)) {
@@ -144,6 +165,59 @@ install_bulkem <- function(path = NULL, envname = "r-bulkem", python = NULL,
     message("Done. bulkem will use ", env_python, " (restart R if it was in use).")
   }
   invisible(env_python)
+}
+
+# Variables that R (or the user, for R) sets and that break a Python started
+# from R: R puts the system library folder (e.g. /usr/lib/x86_64-linux-gnu)
+# first in LD_LIBRARY_PATH, where a pyenv or self-built Python then loads the
+# system's libpython instead of its own; its ssl module fails to load and pip
+# cannot reach the package index (it then reports the first package that no
+# local index holds as "No matching distribution found").
+python_env_drop <- c("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")
+
+# Evaluates `code` with python_env_drop unset (for the Python subprocesses it
+# starts) and restores them after. R's own libraries are already loaded, so R
+# itself is unaffected.
+with_clean_python_env <- function(code) {
+  old <- Sys.getenv(python_env_drop, unset = NA, names = TRUE)
+  Sys.unsetenv(python_env_drop)
+  on.exit({
+    keep <- old[!is.na(old)]
+    if (length(keep)) do.call(Sys.setenv, as.list(keep))
+  }, add = TRUE)
+  code
+}
+
+# Why `python` cannot install packages from the index (its ssl or pip module
+# does not load), or NULL when it can.
+pip_problem <- function(python) {
+  out <- suppressWarnings(system2(python, c("-c", shQuote("import ssl, pip")),
+    stdout = TRUE, stderr = TRUE
+  ))
+  status <- attr(out, "status")
+  if (is.null(status) || identical(as.integer(status), 0L)) {
+    return(NULL)
+  }
+  last <- utils::tail(out[nzchar(trimws(out))], 1L)
+  if (length(last)) trimws(last) else paste("exit status", status)
+}
+
+# reticulate (< 1.29) reads a pyproject.toml with any [tool] table as a Poetry
+# project and warns that it cannot find 'poetry'. bulkem's own repository has
+# such a file and is no Poetry project: while inside it, and unless the user
+# named a Poetry project, reticulate is pointed at a folder without one.
+without_false_poetry <- function(code) {
+  if (!is.null(getOption("reticulate.poetry.project"))) {
+    return(code)
+  }
+  tree <- find_source_tree(getwd())
+  if (is.null(tree) ||
+    any(grepl("^\\[tool\\.poetry", readLines(file.path(tree, "pyproject.toml"), warn = FALSE)))) {
+    return(code)
+  }
+  old <- options(reticulate.poetry.project = tempdir())
+  on.exit(options(old), add = TRUE)
+  code
 }
 
 # What to hand pip: a local source tree (made absolute) or a pip requirement.

@@ -93,13 +93,12 @@ def min_obs(n_components: int, n_dims: int = 1) -> int:
 
 
 def check(values: np.ndarray, n_components: int) -> str | None:
-    msg = basic_problems(values, min_obs(n_components))
-    if msg is None:
-        bad = int(np.count_nonzero(values <= 0))
-        if bad:
-            msg = (f"{bad} of {len(values)} values are <= 0; the inverse-Gaussian "
-                   "family needs positive values")
-    return msg
+    problems = [basic_problems(values, min_obs(n_components))]
+    bad = int(np.count_nonzero((values <= 0) & np.isfinite(values)))  # -inf: counted above
+    if bad:
+        problems.append(f"{bad} of {len(values)} values {'is' if bad == 1 else 'are'} <= 0 "
+                        "(the inverse-Gaussian family needs positive values)")
+    return "; ".join(p for p in problems if p) or None
 
 
 def features(values: np.ndarray) -> np.ndarray:

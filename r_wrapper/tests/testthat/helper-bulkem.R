@@ -31,13 +31,9 @@ demo_data <- function(n_datasets = 3L, n_obs = 300L, seed = 11L) {
   list(r = r, py = py)
 }
 
-# The message of the exception a Python statement raises.
-python_message <- function(code) {
-  main <- reticulate::py_run_string(paste0(
-    "import bulkem, numpy as np, warnings\n",
-    "warnings.simplefilter('ignore')\n",
-    "try:\n    ", code, "\n    _msg = None\n",
-    "except Exception as _err:\n    _msg = str(_err)\n"
-  ), convert = FALSE)
-  reticulate::py_to_r(main$`_msg`)
+# Evaluates `code` with the working directory set to `dir`.
+withr_local_wd <- function(dir, code) {
+  old <- setwd(dir)
+  on.exit(setwd(old), add = TRUE)
+  code
 }

@@ -54,8 +54,8 @@ test_that("bulkem() keeps names and maps use.gpu to a backend", {
     on_gpu <- bulkem(data$r[1], num.components = 1, seed = 1, use.gpu = TRUE)
     expect_equal(on_gpu[[1]]$mu, fits$a$mu, tolerance = 1e-6)
   } else {
-    msg <- python_message("bulkem.fit([np.ones(5)], backend='cuda')")
-    expect_error(bulkem(data$r[1], use.gpu = TRUE, seed = 1), msg, fixed = TRUE)
+    expect_error(bulkem(data$r[1], use.gpu = TRUE, seed = 1),
+                 "use.gpu = TRUE needs a usable NVIDIA GPU", fixed = TRUE)
   }
   expect_error(bulkem(data$r, use.gpu = "yes"), "`use.gpu` must be TRUE, FALSE or NA")
 })

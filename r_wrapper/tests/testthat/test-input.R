@@ -1,64 +1,131 @@
-test_that("Python errors reach R with the Python message", {
+test_that("Python errors reach R in R's terms", {
   skip_if_no_bulkem()
   x <- list(c(1, 2, 3, 4, 5, 6, 7), c(2, 3, 4, 5, 6, 7, 8))
   cases <- list(
     list(
       r = function() fit_mixture(x, components = 0),
-      py = "bulkem.fit([np.ones(7)], n_components=0)"
+      msg = "components must be >= 1; got components = 0."
     ),
     list(
       r = function() fit_mixture(x, family = "nope"),
-      py = "bulkem.fit([np.ones(7)], family='nope')"
+      msg = "unknown family \"nope\"; expected one of c(\""
     ),
     list(
       r = function() fit_mixture(x, backend = "gpu"),
-      py = "bulkem.fit([np.ones(7)], backend='gpu')"
+      msg = "unknown backend \"gpu\"; expected one of c(\"auto\", \"cpu\", \"cuda\")."
     ),
     list(
       r = function() fit_mixture(x, tol = -1),
-      py = "bulkem.fit([np.ones(7)], tol=-1.0)"
+      msg = "tol must be a number >= 0; got tol = -1.0."
     ),
     list(
       r = function() fit_mixture(x, seed = -3),
-      py = "bulkem.fit([np.ones(7)], seed=-3)"
-    ),
-    list(
-      r = function() fit_mixture(list(c("a", "b")), starts = 1),
-      py = "bulkem.fit([['a', 'b']], n_starts=1)"
+      msg = "seed must be >= 0; got seed = -3."
     ),
     list(
       r = function() fit_mixture(x, starts = 1, init = list(
         weight = rbind(c(.5, .5), c(.5, .5)), mu = rbind(1:2, 1:2), lambda = rbind(1:2, 1:2)
       )),
-      py = paste0(
-        "bulkem.fit([np.ones(7)], n_starts=1, init={'weight': [[.5, .5], [.5, .5]], ",
-        "'mu': [[1, 2], [1, 2]], 'lambda': [[1, 2], [1, 2]]})"
-      )
+      msg = "init gives 2 starts but starts = 1; set starts >= 2."
     ),
     list(
       r = function() fit_mixture(x, init = list(mu = c(1, 2))),
-      py = "bulkem.fit([np.ones(7)], init={'mu': [1, 2]})"
+      msg = "init has keys c(\"mu\"); expected exactly c(\"weight\", \"mu\", \"lambda\")."
     ),
     list(
       r = function() fit_mixture(list(c(1, NA, 3, 4, 5, 6, 7)), strict = TRUE),
-      py = "bulkem.fit([[1, np.nan, 3, 4, 5, 6, 7]], strict=True)"
+      msg = paste0("1 invalid dataset(s) with strict = TRUE; first: 1 of 7 values is NaN ",
+                   "or infinite.")
     ),
     list(
       r = function() fit_mixture(data.frame(id = 1:7, value = 1:7)),
-      py = "import pandas as pd; bulkem.fit(pd.DataFrame({'id': range(1, 8), 'value': range(1, 8)}))"
+      msg = paste0("The data.frame has columns c(\"id\", \"value\"); expected a \"dataset\" ",
+                   "column naming the dataset of each row. Pass dataset_col = \"<column>\" ",
+                   "to name another.")
     ),
     list(
       r = function() fit_mixture(list()),
-      py = "bulkem.fit([])"
+      msg = "datasets is empty; expected at least one dataset."
     )
   )
   for (case in cases) {
-    msg <- python_message(case$py)
-    expect_type(msg, "character")
     err <- tryCatch(case$r(), error = function(e) e)
     expect_s3_class(err, "bulkem_python_error")
-    expect_identical(conditionMessage(err), msg, info = case$py)
+    expect_true(startsWith(conditionMessage(err), case$msg),
+                info = paste(conditionMessage(err), "| expected:", case$msg))
   }
+  # the data.frame's columns can be named
+  long <- data.frame(id = rep(1:2, each = 7), x = unlist(x))
+  named <- fit_mixture(long, dataset_col = "id", value_col = "x", starts = 1, seed = 1,
+                       backend = "cpu")
+  expect_identical(named$summary$dataset, 1:2)
+})
+
+test_that("bulkem() says it in its own argument names", {
+  skip_if_no_bulkem()
+  x <- list(c(1, 2, 3, 4, 5, 6, 7))
+  expect_error(bulkem(x, num.components = 0),
+               "num.components must be >= 1; got num.components = 0.", fixed = TRUE)
+  expect_error(bulkem(x, random.inits = 0), "random.inits must be >= 1", fixed = TRUE)
+  expect_error(bulkem(x, max.iters = 0), "max.iters must be >= 1", fixed = TRUE)
+  expect_error(bulkem(x, epsilon = -1), "epsilon must be a number >= 0", fixed = TRUE)
+  expect_error(bulkem(x, epsilon = "a"), "`epsilon` must be one number >= 0", fixed = TRUE)
+  expect_error(bulkem(x, num.components = 1.5), "`num.components` must be one whole number",
+               fixed = TRUE)
+  expect_error(bulkem(data.frame(id = 1:7, value = 1:7)),
+               "expected a \"dataset\" column naming the dataset of each row. Name that column \"dataset\".",
+               fixed = TRUE)
+  expect_warning(bulkem(list(1:9, c(1, NA)), seed = 1),
+                 "1 of 2 datasets are invalid and were not fitted; their fit_success is FALSE",
+                 fixed = TRUE)
+  gpu <- reticulate::import("bulkem.engines.cuda", convert = FALSE)$available()
+  if (!isTRUE(reticulate::py_to_r(reticulate::py_get_item(gpu, 0L)))) {
+    err <- tryCatch(bulkem(x, use.gpu = TRUE), error = function(e) conditionMessage(e))
+    expect_match(err, "^use.gpu = TRUE needs a usable NVIDIA GPU, but ")
+    expect_match(err, "Use use.gpu = FALSE (or NA: the GPU when there is one) to run on the CPU.",
+                 fixed = TRUE)
+    expect_false(grepl("backend|numba", err))
+  }
+})
+
+test_that("datasets are numbered from 1 and quoted as R quotes, in errors too", {
+  skip_if_no_bulkem()
+  x <- list(c(0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4), c(1, 2))
+  expect_warning(fit <- fit_mixture(x, starts = 1, seed = 1, backend = "cpu"), "1 of 2")
+  expect_error(mixture_density(fit, 2, 1),
+               "dataset 2 has no fit: its status is \"invalid_data\".", fixed = TRUE)
+  expect_error(mixture_density(fit, 3, 1), "dataset 3 has no fit: no such dataset.", fixed = TRUE)
+  named <- suppressWarnings(fit_mixture(list(a = x[[1]], b = x[[2]]), starts = 1, seed = 1,
+                                        backend = "cpu"))
+  err <- tryCatch(mixture_density(named, "zzz", 1), error = function(e) conditionMessage(e))
+  expect_identical(err, "dataset \"zzz\" has no fit: no such dataset.")
+  m <- bulkem:::r_message
+  expect_identical(m("dataset 0 has shape (2, 3); but dataset 11 has"),
+                   "dataset 1 has shape (2, 3); but dataset 12 has")
+  expect_identical(m("dataset 0 holds", list(ids = "label")), "dataset 0 holds")
+  expect_identical(m("1 of 3 datasets are invalid"), "1 of 3 datasets are invalid")
+  expect_identical(m("the user's 'x' and the family's 'y'"), "the user's \"x\" and the family's \"y\"")
+  expect_identical(m("Convert the column to numbers (pandas.to_numeric) before fitting."),
+                   "Convert it to numbers (as.numeric()) before fitting.")
+})
+
+test_that("bulkem() and fit_mixture() refuse text, factors and TRUE/FALSE alike", {
+  skip_if_no_bulkem()
+  ok <- c(1, 2, 3, 4, 5, 6, 7)
+  bad <- list(
+    text = c("1.5", "2", "3", "4", "5", "6", "7"),
+    factor = factor(c(1, 2, 3, 4, 5, 6, 7)),
+    logical = c(TRUE, FALSE, TRUE, TRUE, FALSE, TRUE, TRUE)
+  )
+  for (kind in names(bad)) {
+    a <- tryCatch(fit_mixture(list(ok, bad[[kind]])), error = function(e) conditionMessage(e))
+    b <- tryCatch(bulkem(list(ok, bad[[kind]])), error = function(e) conditionMessage(e))
+    expect_identical(a, b, info = kind)
+    expect_match(a, "^dataset 2 is .*; expected numbers. Convert it with as.numeric\\(")
+  }
+  expect_error(fit_mixture(data.frame(dataset = 1, value = as.character(ok))),
+               "column 'value' of datasets is text (character); expected numbers.", fixed = TRUE)
+  expect_error(bulkem(list(a = c("x", "y"))), "dataset 'a' is text (character)", fixed = TRUE)
 })
 
 test_that("counts and seeds must be whole numbers and go to Python as integers", {
@@ -96,7 +163,7 @@ test_that("NA values make that dataset invalid_data and the rest is fitted", {
   )
   s <- fit$summary
   expect_identical(s$status[2], "invalid_data")
-  expect_match(s$message[2], "1 of 200 values are NaN or infinite", fixed = TRUE)
+  expect_match(s$message[2], "1 of 200 values is NaN or infinite", fixed = TRUE)
   expect_true(all(s$status[-2] %in% c("converged", "max_iter")))
   expect_false(2L %in% fit$components$dataset)
   expect_true(is.na(s$best_start[2]))
@@ -119,6 +186,6 @@ test_that("NA values make that dataset invalid_data and the rest is fitted", {
     f2 <- fit_mixture(list(c(1, 2, Inf, 4, 5, 6), c(1, 2, -3, 4, 5, 6), x[[1]]), starts = 1),
     "2 of 3 datasets are invalid"
   )
-  expect_match(f2$summary$message[1], "1 of 6 values are NaN or infinite", fixed = TRUE)
-  expect_match(f2$summary$message[2], "values are <= 0")
+  expect_match(f2$summary$message[1], "1 of 6 values is NaN or infinite", fixed = TRUE)
+  expect_match(f2$summary$message[2], "1 of 6 values is <= 0", fixed = TRUE)
 })

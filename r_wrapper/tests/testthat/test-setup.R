@@ -37,3 +37,52 @@ test_that("install_bulkem() is told where the source is, or says how to", {
   on.exit(if (is.na(withr_env)) Sys.unsetenv("BULKEM_SOURCE") else Sys.setenv(BULKEM_SOURCE = withr_env))
   expect_equal(spec(), normalizePath(src))
 })
+
+test_that("install_bulkem() runs Python without R's LD_LIBRARY_PATH, PYTHONPATH, PYTHONHOME", {
+  clean <- bulkem:::with_clean_python_env
+  vars <- c("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")
+  old <- Sys.getenv(vars, unset = NA, names = TRUE)
+  on.exit({
+    Sys.unsetenv(vars)
+    keep <- old[!is.na(old)]
+    if (length(keep)) do.call(Sys.setenv, as.list(keep))
+  }, add = TRUE)
+  Sys.setenv(LD_LIBRARY_PATH = "/usr/lib/R/lib:/usr/lib/x86_64-linux-gnu", PYTHONPATH = "/x")
+  Sys.unsetenv("PYTHONHOME")
+  inside <- clean(Sys.getenv(vars, unset = NA, names = TRUE))
+  expect_true(all(is.na(inside)))
+  child <- clean(system2("sh", c("-c", shQuote("echo \"[$LD_LIBRARY_PATH][$PYTHONPATH]\"")),
+                         stdout = TRUE))
+  expect_identical(child, "[][]")
+  # restored afterwards, also after an error
+  expect_identical(Sys.getenv("PYTHONPATH"), "/x")
+  expect_error(clean(stop("boom")), "boom")
+  expect_identical(Sys.getenv("LD_LIBRARY_PATH"), "/usr/lib/R/lib:/usr/lib/x86_64-linux-gnu")
+  expect_true(is.na(Sys.getenv("PYTHONHOME", unset = NA)))
+})
+
+test_that("install_bulkem() checks that its Python can run pip before installing", {
+  problem <- bulkem:::pip_problem
+  fake <- tempfile("python")
+  writeLines(c("#!/bin/sh", "echo 'ImportError: undefined symbol: _PyModule_Add' >&2", "exit 1"),
+             fake)
+  Sys.chmod(fake, "755")
+  expect_identical(problem(fake), "ImportError: undefined symbol: _PyModule_Add")
+  python <- Sys.getenv("RETICULATE_PYTHON")
+  skip_if(!nzchar(python), "RETICULATE_PYTHON is not set")
+  # Under R's LD_LIBRARY_PATH this may fail (a pyenv Python loading the
+  # system's libpython); in the clean environment it must work.
+  expect_null(bulkem:::with_clean_python_env(problem(python)))
+})
+
+test_that("in the bulkem repository reticulate is not told it is a Poetry project", {
+  root <- bulkem:::find_source_tree(getwd())
+  skip_if(is.null(root), "not inside the bulkem repository")
+  seen <- withr_local_wd(root, bulkem:::without_false_poetry(getOption("reticulate.poetry.project")))
+  expect_identical(seen, tempdir())
+  expect_null(getOption("reticulate.poetry.project"))
+  old <- options(reticulate.poetry.project = "/somewhere")
+  on.exit(options(old), add = TRUE)
+  expect_identical(bulkem:::without_false_poetry(getOption("reticulate.poetry.project")),
+                   "/somewhere")
+})

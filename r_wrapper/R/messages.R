@@ -1,0 +1,92 @@
+# Python's messages in R's terms: dataset positions counted from 1, the R
+# functions' argument names, R advice instead of Python's, R quoting.
+
+# terms: list(ids = "position" | "name" | "label", interface = "fit_mixture" |
+# "bulkem"), as run_fit() records them; NULL: an unnamed list to fit_mixture().
+r_message <- function(msg, terms = NULL) {
+  ids <- if (is.null(terms$ids)) "position" else terms$ids
+  interface <- if (is.null(terms$interface)) "fit_mixture" else terms$interface
+  if (identical(ids, "position")) {
+    msg <- shift_dataset_numbers(msg)
+  }
+  original <- identical(interface, "bulkem")
+  fixed <- c(
+    "DataFrame input" = "The data.frame",
+    "numba.cuda.is_available() is False (no CUDA driver or no GPU found)" =
+      "no CUDA driver or no GPU was found",
+    "Convert the column to numbers (pandas.to_numeric) before fitting." =
+      "Convert it to numbers (as.numeric()) before fitting.",
+    "Pass a list of 1-D arrays for several datasets." =
+      "Pass a list of numeric vectors for several datasets.",
+    "pass a list of 1-D arrays, one per dataset." =
+      "pass a list of numeric vectors, one per dataset.",
+    "strict=True" = "strict = TRUE",
+    "see summary.status and summary.message." = if (original) {
+      "their fit_success is FALSE and their parameters NA."
+    } else {
+      "see $summary$status and $summary$message."
+    }
+  )
+  if (original) {
+    fixed <- c(fixed,
+      "backend='cuda' needs" = "use.gpu = TRUE needs",
+      "Use backend='cpu' or backend='auto' to run on the CPU." =
+        "Use use.gpu = FALSE (or NA: the GPU when there is one) to run on the CPU.",
+      "Pass dataset_col= to name another." = "Name that column \"dataset\".",
+      "Pass value_col= to name the column(s) holding the values." =
+        "Name the column of the values \"value\".",
+      "Pass value_col= to pick one." = "Name the column of the values \"value\".",
+      "try more starts or fewer components." =
+        "try a larger random.inits or a smaller num.components."
+    )
+  } else {
+    fixed <- c(fixed,
+      "Pass dataset_col= to name another." =
+        "Pass dataset_col = \"<column>\" to name another.",
+      "Pass value_col= to name" = "Pass value_col = \"<column>\" to name",
+      "Pass value_col= to pick one." = "Pass value_col = \"<column>\" to pick one."
+    )
+  }
+  for (i in seq_along(fixed)) {
+    msg <- gsub(names(fixed)[i], fixed[[i]], msg, fixed = TRUE)
+  }
+  # argument names: Python's -> this R function's
+  args <- if (original) {
+    c(n_components = "num.components", n_starts = "random.inits", max_iter = "max.iters",
+      tol = "epsilon")
+  } else {
+    c(n_components = "components", n_starts = "starts")
+  }
+  for (i in seq_along(args)) {
+    msg <- gsub(paste0("\\b", names(args)[i], "\\b"), args[[i]], msg, perl = TRUE)
+  }
+  r_quoting(msg)
+}
+
+# "dataset 0" -> "dataset 1": Python counts list positions from 0, R from 1.
+shift_dataset_numbers <- function(msg) {
+  hits <- gregexpr("\\bdataset [0-9]+\\b", msg, perl = TRUE)[[1]]
+  if (hits[1L] < 0L) {
+    return(msg)
+  }
+  pieces <- regmatches(msg, list(hits))[[1]]
+  numbers <- as.integer(sub("dataset ", "", pieces, fixed = TRUE)) + 1L
+  regmatches(msg, list(hits)) <- list(paste("dataset", numbers))
+  msg
+}
+
+# Python literals as R writes them: ['a', 'b'] -> c("a", "b"), x='y' ->
+# x = "y", 'name' -> "name" (quoted words only: apostrophes stay).
+r_quoting <- function(msg) {
+  word <- "'([A-Za-z0-9_.:+-]*)'"
+  list_re <- paste0("\\[(", word, "(, ", word, ")*)\\]")
+  msg <- gsub("\\[\\]", "c()", msg)
+  hits <- gregexpr(list_re, msg, perl = TRUE)[[1]]
+  if (hits[1L] > 0L) {
+    found <- regmatches(msg, list(hits))[[1]]
+    inner <- substr(found, 2L, nchar(found) - 1L)
+    regmatches(msg, list(hits)) <- list(paste0("c(", inner, ")"))
+  }
+  msg <- gsub("\\b([A-Za-z_][A-Za-z0-9_.]*)=(?=[\"'0-9])", "\\1 = ", msg, perl = TRUE)
+  gsub(word, "\"\\1\"", msg, perl = TRUE)
+}
