@@ -16,12 +16,14 @@ coefficients and statistics per state):
 * scratch (compute dtype): four vectors of ``N``;
 * buf (float64): the unit's forward vectors, ``N`` per observation.
 
-The forward vectors are normalised to sum 1 at every step (their scale goes
-into the log-likelihood), the backward ones likewise, so neither underflows
-whatever the length of the unit or the scale of the data; the emission
-densities come shifted by their largest log value (``dens``'s ``m``).
-Posterior probabilities are normalised per step by ``Z = sum_i alpha_t(i)
-beta_t(i)``.
+The forward and backward vectors are kept in normal form
+(:mod:`bulkem.kernels.scaled`): after every step they are scaled by a power
+of two so that their sum lies in ``[0.5, 1)``, exactly, and the exponents
+are summed as integers (the log-likelihood takes one log per unit), so
+neither underflows whatever the length of the unit or the scale of the
+data; the emission densities come shifted by their largest log value
+(``dens``'s ``m``).  Posterior probabilities are normalised per step by
+``Z = sum_i alpha_t(i) beta_t(i)``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import config
+from ...kernels.scaled import LN2, exponent
 from ..base import Pieces, Sizes
 
 
@@ -111,6 +114,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     TERM = terminating
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
+    expo = jit(exponent)
     accum = jit(emission.accum)
     prep_e = jit(emission.prep)
     mstep_e = jit(emission.mstep)
@@ -141,20 +145,20 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         return 0.0 if ok else math.nan
 
     def unit(x, a0, T, work, stats, a, e, b, nb, buf):
-        # forward: alpha_t normalised, stored in buf[t N:(t + 1) N]
-        m = dens(work, WE, N, K, x, a0, e)
+        # forward: alpha_t in normal form, stored in buf[t N:(t + 1) N]
+        shift = np.float64(dens(work, WE, N, K, x, a0, e))
         s = ZERO
         for j in range(N):
             v = work[j] * e[j]
-            a[j] = v
+            nb[j] = v
             s += v
-        ll = np.float64(m) + math.log(np.float64(s))
-        inv = ONE / s
+        ex = expo(s)
+        scale = ex
         for j in range(N):
-            a[j] *= inv
+            a[j] = math.ldexp(nb[j], -ex)
             buf[j] = a[j]
         for t in range(1, T):
-            m = dens(work, WE, N, K, x, a0 + t, e)
+            shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
             s = ZERO
             for j in range(N):
                 acc = ZERO
@@ -163,16 +167,15 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 v = acc * e[j]
                 nb[j] = v
                 s += v
-            ll += np.float64(m) + math.log(np.float64(s))
-            inv = ONE / s
+            ex = expo(s)
+            scale += ex
             for j in range(N):
-                a[j] = nb[j] * inv
+                a[j] = math.ldexp(nb[j], -ex)
                 buf[t * N + j] = a[j]
-        if TERM:
-            s = ZERO
-            for j in range(N):
-                s += a[j] * work[WX + j]
-            ll += math.log(np.float64(s))
+        s = ZERO
+        for j in range(N):
+            s += a[j] * work[WX + j] if TERM else a[j]
+        ll = shift + scale * LN2 + math.log(np.float64(s))
         # backward: beta_t normalised; gamma and xi normalised per step by Z
         t = T - 1
         z = ZERO
@@ -210,9 +213,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 if t == 0:
                     stats[i] += g
                 sb += nb[i]
-            inv = ONE / sb
+            ex = expo(sb)
             for i in range(N):
-                b[i] = nb[i] * inv
+                b[i] = math.ldexp(nb[i], -ex)
         return ll
 
     unit_f = jit(unit)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from ...kernels.scaled import LN2, exponent
 from ...kernels.target import CPU
 
 
@@ -46,16 +47,16 @@ def make_units(model, dtype, target) -> Units:
     TERM = model.terminating
     jit = target.jit
     dens = jit(model.emission.dens)
+    expo = jit(exponent)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
 
-    def forward(x, a0, T, work, scratch):
-        a = scratch[0:N]
-        e = scratch[N:2 * N]
-        nb = scratch[2 * N:3 * N]
-        ll = 0.0
+    def alphas(x, a0, T, work, a, e, nb, buf, keep):
+        # the forward vectors in normal form (buf[t N:(t + 1) N] when keep); log-likelihood
+        shift = 0.0
+        scale = 0
         for t in range(T):
-            m = dens(work, WE, N, K, x, a0 + t, e)
+            shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
             s = ZERO
             for j in range(N):
                 if t == 0:
@@ -67,46 +68,29 @@ def make_units(model, dtype, target) -> Units:
                     v = acc * e[j]
                 nb[j] = v
                 s += v
-            ll += np.float64(m) + math.log(np.float64(s))
-            inv = ONE / s
+            ex = expo(s)
+            scale += ex
             for j in range(N):
-                a[j] = nb[j] * inv
-        if TERM:
-            s = ZERO
-            for j in range(N):
-                s += a[j] * work[WX + j]
-            ll += math.log(np.float64(s))
-        return ll
+                a[j] = math.ldexp(nb[j], -ex)
+                if keep:
+                    buf[t * N + j] = a[j]
+        s = ZERO
+        for j in range(N):
+            s += a[j] * work[WX + j] if TERM else a[j]
+        return shift + scale * LN2 + math.log(np.float64(s))
+
+    alphas_f = jit(alphas)
+
+    def forward(x, a0, T, work, scratch):
+        return alphas_f(x, a0, T, work, scratch[0:N], scratch[N:2 * N], scratch[2 * N:3 * N],
+                        scratch, False)
 
     def posterior(x, a0, T, work, scratch, buf, gamma):
         a = scratch[0:N]
         e = scratch[N:2 * N]
         b = scratch[2 * N:3 * N]
         nb = scratch[3 * N:4 * N]
-        ll = 0.0
-        for t in range(T):
-            m = dens(work, WE, N, K, x, a0 + t, e)
-            s = ZERO
-            for j in range(N):
-                if t == 0:
-                    v = work[j] * e[j]
-                else:
-                    acc = ZERO
-                    for i in range(N):
-                        acc += a[i] * work[PT + i * N + j]
-                    v = acc * e[j]
-                nb[j] = v
-                s += v
-            ll += np.float64(m) + math.log(np.float64(s))
-            inv = ONE / s
-            for j in range(N):
-                a[j] = nb[j] * inv
-                buf[t * N + j] = a[j]
-        if TERM:
-            s = ZERO
-            for j in range(N):
-                s += a[j] * work[WX + j]
-            ll += math.log(np.float64(s))
+        ll = alphas_f(x, a0, T, work, a, e, nb, buf, True)
         for i in range(N):
             b[i] = work[WX + i] if TERM else ONE
         t = T - 1
@@ -126,8 +110,9 @@ def make_units(model, dtype, target) -> Units:
                     acc += work[PT + i * N + j] * e[j] * b[j]
                 nb[i] = acc
                 sb += acc
+            ex = expo(sb)
             for i in range(N):
-                b[i] = nb[i] / sb
+                b[i] = math.ldexp(nb[i], -ex)
             t -= 1
         return ll
 

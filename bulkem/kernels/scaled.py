@@ -1,0 +1,20 @@
+"""Scaled numbers in normal form: a mantissa vector and an integer power-of-two exponent.
+
+Forward and backward vectors of a chain are multiplied by small numbers at
+every step and would underflow over long sequences.  After each step they
+are scaled by ``2**-e``, ``e`` the exponent of their sum, so that the sum
+lies in ``[0.5, 1)``: a power-of-two scaling is exact (no rounding), and the
+exponents add up as integers; the log of the total scale is ``E log 2``,
+taken once (as in the TMAP EM paper's normal form, its equations 24-26).
+"""
+
+from __future__ import annotations
+
+import math
+
+LN2 = math.log(2.0)
+
+
+def exponent(s):
+    """The integer ``e`` with ``s * 2**-e`` in ``[0.5, 1)`` (``s > 0`` and finite)."""
+    return math.frexp(s)[1]
