@@ -59,8 +59,12 @@ CUDA_WARPS_PER_BLOCK = 4  # warps per block
 # they stop apart (8 lanes 0.64x, 16 lanes 0.83x of 32).
 CUDA_LANES_PER_FIT = 32  # tol > 0
 CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dtype
-# Sequence models (lanes split a dataset's sequences): lanes per fit by (tol > 0).
-CUDA_LANES_PER_FIT_UNITS = {False: 4, True: 4}
+# Sequence models (lanes split a dataset's sequences): lanes per fit by (tol > 0), and
+# the register cap.  Measured on an H200 (issue-13 HMM batch: 20,000 fits of 20
+# sequences, N = 4, V = 8, float64, tol = 0): 4 lanes and 64 registers 6,927 fits/s;
+# no cap 9,099; 128 registers 8,628; 2 lanes 9,104; 8 lanes 2,894.
+CUDA_LANES_PER_FIT_UNITS = {False: 2, True: 2}
+CUDA_MAX_REGISTERS_UNITS = None
 # float32 fits that give up are fitted again in float64 by a second launch
 # after their chunk's, with this many lanes per fit (more than 32: a block of
 # that many threads per fit; None: as many as a float64 batch uses, which
