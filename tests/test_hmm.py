@@ -272,3 +272,19 @@ def test_float32_close_to_float64(backend, seed):
     r64 = bulkem.fit(data, **kw)
     r32 = bulkem.fit(data, dtype="float32", **kw)
     assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-5
+
+
+@pytest.mark.cuda
+def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
+    from bulkem.models.hmm import infer
+
+    data = _data("gaussian", 1, 5, 3, 9, seed)[0]
+    res = bulkem.fit([data], family="hmm", emission="gaussian", n_components=2, n_starts=2,
+                     max_iter=5, seed=seed, backend="cpu")
+    m, p = res._model, res._get(0)[0][None]
+    which = np.zeros(len(data), np.int64)
+    a, b = (infer.score(m, p, which, data, backend=k) for k in ("cpu", "cuda"))
+    assert np.max(_rel(b, a)) < 1e-12
+    (pa, la), (pb, lb) = (infer.viterbi(m, p, which, data, backend=k) for k in ("cpu", "cuda"))
+    assert all(np.array_equal(x, y) for x, y in zip(pa, pb, strict=True))
+    assert np.max(_rel(lb, la)) < 1e-12

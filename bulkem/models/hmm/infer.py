@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from ...engines.cuda.compat import cuda  # (module level: the simulator swaps it there)
 from ...kernels.scaled import LN2, exponent
 from ...kernels.target import CPU
 
@@ -202,6 +203,54 @@ def _cpu_runners(model):
     return _cpu[model.key]
 
 
+_gpu: dict = {}
+
+
+def _cuda_runners(model):
+    """Forward scores and Viterbi paths of many sequences on the GPU, a thread per sequence."""
+    if model.key in _gpu:
+        return _gpu[model.key]
+    from numba import float64
+
+    from ...engines.cuda import bulk
+
+    lay = model.layout
+    N, NW = lay.N, lay.n_work
+    target = bulk.target(1, lay.n_stats)
+    prepare = model.pieces(np.float64, target).prepare
+    units = make_units(model, np.float64, target)
+    fwd, vit = units.forward, units.viterbi
+    NS = 4 * N
+
+    @cuda.jit
+    def run_score(params, which, x, offsets, out):
+        u = cuda.grid(1)
+        if u >= offsets.shape[0] - 1:
+            return
+        work = cuda.local.array(NW, float64)
+        scratch = cuda.local.array(NS, float64)
+        base = prepare(params[which[u]], scratch, scratch, work)
+        out[u] = fwd(x, offsets[u], offsets[u + 1] - offsets[u], work, scratch) + base
+
+    @cuda.jit
+    def run_viterbi(params, which, x, offsets, path, back, out):
+        u = cuda.grid(1)
+        if u >= offsets.shape[0] - 1:
+            return
+        work = cuda.local.array(NW, float64)
+        scratch = cuda.local.array(NS, float64)
+        lat = cuda.local.array(N, float64)
+        base = prepare(params[which[u]], scratch, scratch, work)
+        a, b = offsets[u], offsets[u + 1]
+        out[u] = vit(x, a, b - a, work, scratch, lat, back[a * N:b * N], path[a:b]) + base
+
+    _gpu[model.key] = (run_score, run_viterbi)
+    return _gpu[model.key]
+
+
+THREADS = 128  # threads per block of the GPU's per-sequence kernels
+
+
 def _layout(model, sequences: list[np.ndarray]):
     x = np.ascontiguousarray(np.concatenate([np.asarray(s, np.float64) for s in sequences])
                              if sequences else np.empty(0)).reshape(-1)
@@ -210,8 +259,9 @@ def _layout(model, sequences: list[np.ndarray]):
     return x, offsets
 
 
-def score(model, params: np.ndarray, which: np.ndarray, sequences: list) -> np.ndarray:
-    """Log-likelihood of each sequence under its model ``params[which[k]]`` (CPU).
+def score(model, params: np.ndarray, which: np.ndarray, sequences: list,
+          backend: str = "cpu") -> np.ndarray:
+    """Log-likelihood of each sequence under its model ``params[which[k]]``.
 
     Parameters
     ----------
@@ -219,15 +269,28 @@ def score(model, params: np.ndarray, which: np.ndarray, sequences: list) -> np.n
     params : ndarray of shape (n_models, n_params)
     which : ndarray of shape (n_sequences,)
     sequences : list of ndarray
+    backend : {"cpu", "cuda"}
+        Every core, or a GPU thread per sequence.
 
     Returns
     -------
     ndarray of shape (n_sequences,)
+        Without the part no parameter changes (``-log(x!)`` of Poisson counts).
     """
     x, offsets = _layout(model, sequences)
     out = np.empty(len(sequences))
-    _cpu_runners(model)[0](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
-                           offsets, out)
+    params, which = np.ascontiguousarray(params, np.float64), np.asarray(which, np.int64)
+    if backend == "cuda":
+        run = _cuda_runners(model)[0]
+        n = len(sequences)
+        if n:
+            dev_out = cuda.device_array(n)
+            run[(n + THREADS - 1) // THREADS, THREADS](
+                cuda.to_device(params), cuda.to_device(which), cuda.to_device(x),
+                cuda.to_device(offsets), dev_out)
+            dev_out.copy_to_host(out)
+        return out
+    _cpu_runners(model)[0](params, which, x, offsets, out)
     return out
 
 
@@ -243,11 +306,27 @@ def posteriors(model, params, which, sequences) -> tuple[list[np.ndarray], np.nd
     return [g[offsets[k]:offsets[k + 1]] for k in range(len(sequences))], out
 
 
-def viterbi(model, params, which, sequences) -> tuple[list[np.ndarray], np.ndarray]:
-    """The most probable state path (0-based) of each sequence and its log-probability (CPU)."""
+def viterbi(model, params, which, sequences,
+            backend: str = "cpu") -> tuple[list[np.ndarray], np.ndarray]:
+    """The most probable state path (0-based) of each sequence and its log-probability.
+
+    ``backend``: every core (``"cpu"``) or a GPU thread per sequence (``"cuda"``).
+    """
     x, offsets = _layout(model, sequences)
     path = np.empty(offsets[-1], dtype=np.int64)
     out = np.empty(len(sequences))
-    _cpu_runners(model)[2](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
-                           offsets, path, out)
+    params, which = np.ascontiguousarray(params, np.float64), np.asarray(which, np.int64)
+    if backend == "cuda" and len(sequences):
+        run = _cuda_runners(model)[1]
+        n = len(sequences)
+        dev_path = cuda.device_array(len(path), np.int64)
+        dev_back = cuda.device_array(len(x) // model.values_per_obs() * model.n_states, np.int64)
+        dev_out = cuda.device_array(n)
+        run[(n + THREADS - 1) // THREADS, THREADS](
+            cuda.to_device(params), cuda.to_device(which), cuda.to_device(x),
+            cuda.to_device(offsets), dev_path, dev_back, dev_out)
+        dev_path.copy_to_host(path)
+        dev_out.copy_to_host(out)
+    elif len(sequences):
+        _cpu_runners(model)[2](params, which, x, offsets, path, out)
     return [path[offsets[k]:offsets[k + 1]] for k in range(len(sequences))], out
