@@ -284,7 +284,11 @@ def fit(
             from .engines import cuda as eng
         else:
             from .engines import cpu as eng
-        if len(job.fit_ds) and wide.use_large(job, engine):
+        from .models.hmm import many
+
+        if len(job.fit_ds) and many.use_many_states(job, engine):
+            many.run_fits(job, bar, on_starts)  # many states: a fit at a time, over the GPU
+        elif len(job.fit_ds) and wide.use_large(job, engine):
             wide.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
         elif len(job.fit_ds):
             eng.run_fits(job, bar, on_starts)

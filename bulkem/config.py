@@ -65,6 +65,10 @@ CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dt
 # no cap 9,099; 128 registers 8,628; 2 lanes 9,104; 8 lanes 2,894.
 CUDA_LANES_PER_FIT_UNITS = {False: 2, True: 2}
 CUDA_MAX_REGISTERS_UNITS = None
+# Hidden Markov models with more states than this run on the GPU one fit at a time, each
+# time step a tiled matrix product over the sequences (bulkem.models.hmm.many); the bulk
+# kernel keeps a lane's state vectors and N x N statistics per lane.
+HMM_MANY_STATES = 32
 # float32 fits that give up are fitted again in float64 by a second launch
 # after their chunk's, with this many lanes per fit (more than 32: a block of
 # that many threads per fit; None: as many as a float64 batch uses, which

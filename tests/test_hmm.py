@@ -288,3 +288,24 @@ def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
     (pa, la), (pb, lb) = (infer.viterbi(m, p, which, data, backend=k) for k in ("cpu", "cuda"))
     assert all(np.array_equal(x, y) for x, y in zip(pa, pb, strict=True))
     assert np.max(_rel(lb, la)) < 1e-12
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("params", ["ste", "se"])
+def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, params):
+    """More states than config.HMM_MANY_STATES: a matrix product per step (forced low here)."""
+    from bulkem import config
+
+    monkeypatch.setattr(config, "HMM_MANY_STATES", 2)
+    rng = np.random.default_rng(seed)
+    data = [[rng.integers(0, 3, n).astype(float) for n in (6, 2, 9)],
+            [rng.integers(0, 3, n).astype(float) for n in (4, 5)]]
+    kw = dict(family="hmm", emission="categorical", n_symbols=3, n_components=3, n_starts=2,
+              max_iter=6, tol=1e-4, seed=seed, params=params)
+    a = bulkem.fit(data, backend="cpu", **kw)
+    b = bulkem.fit(data, backend="cuda", **kw)
+    assert (a.starts.status == b.starts.status).all()
+    assert (a.starts.n_iter == b.starts.n_iter).all()
+    assert np.max(_rel(b.starts.loglik, a.starts.loglik)) < 1e-12
+    assert np.allclose(a.transitions.prob, b.transitions.prob, rtol=1e-10, atol=1e-14)
+    assert np.allclose(a.components.prob_1, b.components.prob_1, rtol=1e-10, atol=1e-14)

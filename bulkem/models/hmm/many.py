@@ -1,0 +1,428 @@
+"""Hidden Markov models with many states on the GPU: each step a small matrix product.
+
+The bulk kernel gives a sequence to a lane and keeps its state vectors in
+registers; with hundreds of states (the source paper's 64-512) that vector,
+and the lane's N x N statistics, no longer fit.  Here one fit runs at a time
+over the whole GPU, and every time step of the forward and backward passes is
+a tiled matrix product over all sequences at once,
+
+    alpha_t = (alpha_{t-1} A) * B[:, x_t],    beta_t = A (B[:, x_{t+1}] * beta_{t+1}),
+
+16 x 16 tiles of (sequence, state) in a block, the rows kept in normal form
+(scaled by the power of two of the previous row's sum, exactly; the
+exponents give the log-likelihood).  The expected transition counts are one
+more matrix product, ``C = U^T W`` over all (step, sequence) rows
+(``U = alpha_t / Z_t``, ``W = B[:, x_{t+1}] * beta_{t+1}``; split over blocks,
+the partial sums reduced in a fixed order), and ``xi = A * C``; posteriors
+give the start, occupancy and symbol counts.  The M-step and the stopping
+rule run on the device; the host reads one log-likelihood per iteration.
+
+Categorical emissions, float64 (a float32 request computes in float64
+here).  Sequences may have different lengths.  Chosen by
+:func:`use_many_states` (``config.HMM_MANY_STATES``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import float64, int64
+
+from ... import config
+from ...engines.cuda.compat import cuda
+
+TS = 16  # tile edge: a block is TS x TS threads
+KS = 8  # split of the (step, sequence) rows of the statistics' sums over blocks
+NT = 128  # threads per block of the per-state kernels
+MAX_SYMBOLS = 64  # the per-state symbol counts live in a thread's local array
+
+
+def use_many_states(job, engine: str) -> bool:
+    """Whether a batch runs here: an HMM on the GPU with more than ``config.HMM_MANY_STATES``."""
+    m = job.model
+    if engine != "cuda" or getattr(m, "name", None) != "hmm":
+        return False
+    if m.n_states <= config.HMM_MANY_STATES:
+        return False
+    if m.emission.name != "categorical" or m.K > MAX_SYMBOLS:
+        raise ValueError(
+            f"n_components = {m.n_states} states with {m.emission.name} emissions on the GPU: "
+            f"more than config.HMM_MANY_STATES = {config.HMM_MANY_STATES} states runs on the "
+            f"GPU for categorical emissions of at most {MAX_SYMBOLS} symbols; use "
+            "backend='cpu', or fewer states.")
+    return True
+
+
+@cuda.jit(device=True)
+def _exponent(s):
+    return math.frexp(s)[1] if s > 0.0 else 0
+
+
+@cuda.jit
+def _fwd0(x, off, start, B, V, alpha, M, N):
+    s, j = cuda.grid(2)
+    if s < M and j < N:
+        alpha[0, s, j] = start[j] * B[j * V + x[off[s]]]
+
+
+@cuda.jit
+def _fwd_step(t, x, off, A, B, V, alpha, ea, M, N):
+    """alpha_t of every sequence still running at step t; ea[t-1, s] the scale applied."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    j = cuda.blockIdx.x * TS + tx
+    s = cuda.blockIdx.y * TS + ty
+    at = cuda.shared.array((TS, TS), float64)
+    ct = cuda.shared.array((TS, TS), float64)
+    rs = cuda.shared.array((TS, TS), float64)
+    live = False
+    if s < M:
+        live = off[s] + t < off[s + 1]
+    acc = 0.0
+    rsum = 0.0
+    for i0 in range(0, N, TS):
+        i = i0 + tx
+        v = alpha[t - 1, s, i] if live and i < N else 0.0
+        at[ty, tx] = v
+        rsum += v
+        r = i0 + ty
+        ct[ty, tx] = A[r * N + j] if r < N and j < N else 0.0
+        cuda.syncthreads()
+        for k in range(TS):
+            acc += at[ty, k] * ct[k, tx]
+        cuda.syncthreads()
+    rs[ty, tx] = rsum
+    cuda.syncthreads()
+    tot = 0.0
+    for k in range(TS):
+        tot += rs[ty, k]
+    e = _exponent(tot)
+    if live and j < N:
+        alpha[t, s, j] = math.ldexp(acc * B[j * V + x[off[s] + t]], -e)
+        if cuda.blockIdx.x == 0 and tx == 0:
+            ea[t - 1, s] = e
+
+
+@cuda.jit
+def _bwd_last(off, beta, M, N):
+    s, i = cuda.grid(2)
+    if s < M and i < N:
+        beta[off[s + 1] - off[s] - 1, s, i] = 1.0
+
+
+@cuda.jit
+def _bwd_step(t, x, off, AT, B, V, beta, eb, M, N):
+    """beta_t of every sequence with a step t + 1; eb[t + 1, s] the scale applied."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    i = cuda.blockIdx.x * TS + tx
+    s = cuda.blockIdx.y * TS + ty
+    wt = cuda.shared.array((TS, TS), float64)
+    ct = cuda.shared.array((TS, TS), float64)
+    rs = cuda.shared.array((TS, TS), float64)
+    live = False
+    if s < M:
+        live = off[s] + t + 1 < off[s + 1]
+    acc = 0.0
+    rsum = 0.0
+    for j0 in range(0, N, TS):
+        j = j0 + tx
+        w = 0.0
+        if live and j < N:
+            b = beta[t + 1, s, j]
+            rsum += b
+            w = B[j * V + x[off[s] + t + 1]] * b
+        wt[ty, tx] = w
+        r = j0 + ty
+        ct[ty, tx] = AT[r * N + i] if r < N and i < N else 0.0
+        cuda.syncthreads()
+        for k in range(TS):
+            acc += wt[ty, k] * ct[k, tx]
+        cuda.syncthreads()
+    rs[ty, tx] = rsum
+    cuda.syncthreads()
+    tot = 0.0
+    for k in range(TS):
+        tot += rs[ty, k]
+    e = _exponent(tot)
+    if live and i < N:
+        beta[t, s, i] = math.ldexp(acc, -e)
+        if cuda.blockIdx.x == 0 and tx == 0:
+            eb[t + 1, s] = e
+
+
+@cuda.jit
+def _norms(off, alpha, beta, ea, z, ll, M, N):
+    """Z[t, s] = alpha_t . beta_t of every step; ll[s] the sequence's log-likelihood."""
+    t, s = cuda.grid(2)
+    if s >= M or off[s] + t >= off[s + 1]:
+        return
+    acc = 0.0
+    for i in range(N):
+        acc += alpha[t, s, i] * beta[t, s, i]
+    z[t, s] = acc
+    T = off[s + 1] - off[s]
+    if t == T - 1:
+        tot = 0.0
+        for i in range(N):
+            tot += alpha[t, s, i]
+        scale = 0
+        for k in range(T - 1):
+            scale += ea[k, s]
+        ll[s] = scale * math.log(2.0) + math.log(tot)
+
+
+@cuda.jit
+def _xi_partial(x, off, B, V, alpha, beta, eb, z, M, N, rows, part):
+    """part[kz, i, j] = sum over this block's rows (t, s), t + 1 < T_s, of U[i] W[j]."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    j = cuda.blockIdx.x * TS + tx
+    i = cuda.blockIdx.y * TS + ty
+    kz = cuda.blockIdx.z
+    ut = cuda.shared.array((TS, TS), float64)
+    wt = cuda.shared.array((TS, TS), float64)
+    per = (rows + cuda.gridDim.z - 1) // cuda.gridDim.z
+    lo = kz * per
+    hi = min(rows, lo + per)
+    acc = 0.0
+    ib = cuda.blockIdx.y * TS
+    jb = cuda.blockIdx.x * TS
+    for k0 in range(lo, hi, TS):
+        # row k = t * M + s; thread (ty, tx) loads U[k0 + ty, ib + tx] and W[k0 + ty, jb + tx]
+        k = k0 + ty
+        u = 0.0
+        w = 0.0
+        if k < hi:
+            t = k // M
+            s = k - t * M
+            if off[s] + t + 1 < off[s + 1]:
+                if ib + tx < N:
+                    u = math.ldexp(alpha[t, s, ib + tx], -int(eb[t + 1, s])) / z[t, s]
+                if jb + tx < N:
+                    w = B[(jb + tx) * V + x[off[s] + t + 1]] * beta[t + 1, s, jb + tx]
+        ut[ty, tx] = u
+        wt[ty, tx] = w
+        cuda.syncthreads()
+        for q in range(TS):
+            acc += ut[q, ty] * wt[q, tx]
+        cuda.syncthreads()
+    if i < N and j < N:
+        part[kz, i, j] = acc
+
+
+@cuda.jit
+def _gamma_partial(x, off, V, alpha, beta, z, M, N, rows, part):
+    """part[kz, i, :] = (start, occupancy, symbol counts) of state i over this block's rows."""
+    i = cuda.blockIdx.x * NT + cuda.threadIdx.x
+    kz = cuda.blockIdx.y
+    if i >= N:
+        return
+    cnt = cuda.local.array(MAX_SYMBOLS, float64)
+    for v in range(V):
+        cnt[v] = 0.0
+    per = (rows + cuda.gridDim.y - 1) // cuda.gridDim.y
+    lo = kz * per
+    hi = min(rows, lo + per)
+    st = 0.0
+    occ = 0.0
+    for k in range(lo, hi):
+        t = k // M
+        s = k - t * M
+        if off[s] + t < off[s + 1]:
+            g = alpha[t, s, i] * beta[t, s, i] / z[t, s]
+            occ += g
+            if t == 0:
+                st += g
+            cnt[x[off[s] + t]] += g
+    part[kz, i, 0] = st
+    part[kz, i, 1] = occ
+    for v in range(V):
+        part[kz, i, 2 + v] = cnt[v]
+
+
+@cuda.jit
+def _mstep(xi_part, g_part, ll, A, AT, B, start, V, M, N, state, fstate, max_iter, tol,
+           drop_rtol, min_mass, update):
+    """One block: sum the partials in order, the stopping rule, then the M-step (a thread a row).
+
+    ``state``: [done, n_iter, status, n_seq]; ``fstate``: [ll_prev, ll].
+    """
+    tid = cuda.threadIdx.x
+    dec = cuda.shared.array(2, int64)
+    red = cuda.shared.array(NT, float64)
+    acc = 0.0
+    for s in range(tid, M, NT):
+        acc += ll[s]
+    red[tid] = acc
+    cuda.syncthreads()
+    if tid == 0:
+        tot = 0.0
+        for k in range(NT):
+            tot += red[k]
+        fstate[1] = tot
+        it = state[1]
+        code = -1
+        if not math.isfinite(tot):
+            code = config.DEGENERATE_NONFINITE
+        elif it > 0 and tot < fstate[0] - drop_rtol * abs(fstate[0]):
+            code = config.DEGENERATE_DECREASE
+        elif it > 0 and abs(tot - fstate[0]) < tol:
+            code = config.CONVERGED
+        elif it == max_iter:
+            code = config.MAX_ITER
+        dec[0] = code
+        dec[1] = 0
+    cuda.syncthreads()
+    if dec[0] >= 0:
+        if tid == 0:
+            state[0] = 1
+            state[2] = dec[0]
+        return
+    KZ = xi_part.shape[0]
+    for i in range(tid, N, NT):
+        occ = 0.0
+        st = 0.0
+        for kz in range(KZ):
+            occ += g_part[kz, i, 1]
+            st += g_part[kz, i, 0]
+        if not occ >= min_mass:
+            dec[1] = 1
+        if update[0]:
+            start[i] = st / M
+        if update[1]:
+            row = 0.0
+            for j in range(N):
+                c = 0.0
+                for kz in range(KZ):
+                    c += xi_part[kz, i, j]
+                c *= A[i * N + j]
+                xi_part[0, i, j] = c
+                row += c
+            inv = 1.0 / row if row > 0.0 else 0.0
+            for j in range(N):
+                a = xi_part[0, i, j] * inv
+                A[i * N + j] = a
+                AT[j * N + i] = a
+        if update[2]:
+            for v in range(V):
+                c = 0.0
+                for kz in range(KZ):
+                    c += g_part[kz, i, 2 + v]
+                B[i * V + v] = c / occ
+    cuda.syncthreads()
+    if tid == 0:
+        if dec[1]:
+            state[0] = 1
+            state[2] = config.DEGENERATE_COLLAPSE
+        else:
+            fstate[0] = fstate[1]
+            state[1] += 1
+
+
+class Pass:
+    """Device arrays of one batch of sequences under one model, and the kernels' grids."""
+
+    def __init__(self, x: np.ndarray, off: np.ndarray, N: int, V: int, stream=None):
+        self.M = len(off) - 1
+        self.N, self.V = N, V
+        self.T = int(np.diff(off).max())
+        self.lens = np.diff(off)
+        self.stream = stream or cuda.stream()
+        st = self.stream
+        self.x = cuda.to_device(x.astype(np.int32), stream=st)
+        self.off = cuda.to_device(off.astype(np.int64), stream=st)
+        self.alpha = cuda.device_array((self.T, self.M, N), np.float64, stream=st)
+        self.beta = cuda.device_array((self.T, self.M, N), np.float64, stream=st)
+        self.ea = cuda.device_array((self.T, self.M), np.int32, stream=st)
+        self.eb = cuda.device_array((self.T, self.M), np.int32, stream=st)
+        self.z = cuda.device_array((self.T, self.M), np.float64, stream=st)
+        self.ll = cuda.device_array(self.M, np.float64, stream=st)
+        self.rows = self.T * self.M
+        self.xi_part = cuda.device_array((KS, N, N), np.float64, stream=st)
+        self.g_part = cuda.device_array((KS, N, 2 + V), np.float64, stream=st)
+        self.tiles_sn = ((N + TS - 1) // TS, (self.M + TS - 1) // TS)
+
+    def forward(self, start, A, B) -> None:
+        """alpha of every step and sequence (and the forward exponents)."""
+        st, M, N, V = self.stream, self.M, self.N, self.V
+        _fwd0[((M + TS - 1) // TS, (N + TS - 1) // TS), (TS, TS), st](
+            self.x, self.off, start, B, V, self.alpha, M, N)
+        for t in range(1, self.T):
+            _fwd_step[self.tiles_sn, (TS, TS), st](t, self.x, self.off, A, B, V, self.alpha,
+                                                   self.ea, M, N)
+
+    def backward(self, AT, B) -> None:
+        st, M, N, V = self.stream, self.M, self.N, self.V
+        _bwd_last[((M + TS - 1) // TS, (N + TS - 1) // TS), (TS, TS), st](
+            self.off, self.beta, M, N)
+        for t in range(self.T - 2, -1, -1):
+            _bwd_step[self.tiles_sn, (TS, TS), st](t, self.x, self.off, AT, B, V, self.beta,
+                                                   self.eb, M, N)
+
+    def loglik(self) -> None:
+        st = self.stream
+        _norms[((self.T + TS - 1) // TS, (self.M + TS - 1) // TS), (TS, TS), st](
+            self.off, self.alpha, self.beta, self.ea, self.z, self.ll, self.M, self.N)
+
+    def statistics(self, B) -> None:
+        st, M, N, V = self.stream, self.M, self.N, self.V
+        tiles = ((N + TS - 1) // TS, (N + TS - 1) // TS, KS)
+        _xi_partial[tiles, (TS, TS), st](self.x, self.off, B, V, self.alpha, self.beta, self.eb,
+                                         self.z, M, N, self.rows, self.xi_part)
+        _gamma_partial[((N + NT - 1) // NT, KS), NT, st](self.x, self.off, V, self.alpha,
+                                                         self.beta, self.z, M, N, self.rows,
+                                                         self.g_part)
+
+
+def run_fits(job, progress, on_starts=None) -> None:
+    """Every fit of a job, one after another, each over the whole GPU (in place)."""
+    job.start_in_place(on_starts)
+    m = job.model
+    N, V = m.n_states, m.K
+    lay = m.layout
+    data = job.data
+    update = np.array(["s" in m.update, "t" in m.update, "e" in m.update], dtype=np.int32)
+    passes: dict = {}
+    for f in range(len(job.fit_ds)):
+        d = int(job.fit_ds[f])
+        if d not in passes:
+            passes.clear()  # one dataset's arrays at a time
+            u0, u1 = data.groups[d], data.groups[d + 1]
+            off = data.units[u0:u1 + 1] - data.units[u0]
+            x = data.values[data.units[u0]:data.units[u1]]
+            passes[d] = Pass(x, off, N, V)
+        p = passes[d]
+        st = p.stream
+        params = job.params[f]
+        start = cuda.to_device(params[:N].copy(), stream=st)
+        A_h = params[N:lay.p_emit].copy()
+        A = cuda.to_device(A_h, stream=st)
+        AT = cuda.to_device(np.ascontiguousarray(A_h.reshape(N, N).T).reshape(-1), stream=st)
+        B = cuda.to_device(params[lay.p_emit:].copy(), stream=st)
+        state = cuda.to_device(np.array([0, 0, 0, 0], np.int64), stream=st)
+        fstate = cuda.to_device(np.zeros(2), stream=st)
+        upd = cuda.to_device(update, stream=st)
+        host = np.zeros(4, np.int64)
+        while True:
+            p.forward(start, A, B)
+            p.backward(AT, B)
+            p.loglik()
+            p.statistics(B)
+            _mstep[1, NT, st](p.xi_part, p.g_part, p.ll, A, AT, B, start, V, p.M, N, state,
+                              fstate, job.max_iter, job.tol, job.drop_rtol,
+                              config.MIN_COMPONENT_MASS, upd)
+            state.copy_to_host(host, stream=st)
+            st.synchronize()
+            if host[0]:
+                break
+        fs = fstate.copy_to_host(stream=st)
+        st.synchronize()
+        job.params[f, :N] = start.copy_to_host()
+        job.params[f, N:lay.p_emit] = A.copy_to_host()
+        job.params[f, lay.p_emit:] = B.copy_to_host()
+        job.status[f] = host[2]
+        job.n_iter[f] = host[1]
+        job.loglik[f] = fs[1]
+        progress(1)
+
+
+__all__ = ["use_many_states", "run_fits", "Pass"]
