@@ -414,14 +414,25 @@ def resolve_seed(run: RunDir, seed: int | None) -> int | None:
     return draw_seed()
 
 
-def warn_for_run(summary: pd.DataFrame, caught: list, stacklevel: int = 4) -> None:
-    """Warn once for a whole chunked run, as :func:`bulkem.fit` warns for one batch."""
+def warn_for_run(status: Mapping[str, int], caught: list, stacklevel: int = 4) -> None:
+    """Warn once for a whole chunked run, as :func:`bulkem.fit` warns for one batch.
+
+    Parameters
+    ----------
+    status : mapping of str -> int
+        Datasets by status over the run.
+    caught : list of warnings.WarningMessage
+        The chunks' warnings: bulkem.fit's per-batch ones are replaced, the
+        others repeated.
+    stacklevel : int
+        Passed to :func:`warnings.warn`.
+    """
     for w in caught:
         if not any(s in str(w.message) for s in _BATCH_WARNINGS):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    status = summary["status"]
-    n, n_bad, n_failed = len(status), int((status == "invalid_data").sum()), int(
-        (status == "failed").sum())
+    status = dict(status)
+    n, n_bad, n_failed = (sum(status.values()), status.get("invalid_data", 0),
+                          status.get("failed", 0))
     if n_bad:
         warnings.warn(f"{n_bad} of {n} datasets are invalid and were not fitted; see "
                       "summary.status and summary.message.", stacklevel=stacklevel)
@@ -503,5 +514,5 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     finally:
         bar.close()
     result = combine.join(parts, elapsed=time.perf_counter() - t0)
-    warn_for_run(result.summary, caught)
+    warn_for_run(result.summary["status"].value_counts(sort=False), caught)
     return result

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__, datasets
+from . import __version__, datasets, stream
 from .api import BACKENDS, DTYPES, fit
 
 
@@ -53,6 +53,8 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/stream.py
+        return stream.main(args)
     df = _read_table(Path(args.input))
     res = fit(df, family=args.family, n_components=args.components, n_starts=args.starts,
               max_iter=args.max_iter, tol=args.tol, seed=args.seed, backend=args.backend,
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--value-col", default="value")
     f.add_argument("--out", default="fits.csv", help="summary CSV; the other tables go beside it")
     common(f, 100)
+    stream.add_arguments(f)
     f.set_defaults(func=_fit)
     return ap
 
