@@ -142,3 +142,18 @@ def test_seen_ids_finds_repeats_across_levels():
         assert len(seen.add(np.arange(10 * k, 10 * k + 10))) == 0
     assert list(seen.add(np.array([500, 3, 199]))) == [1, 2]
     assert list(seen.add(np.array(["x", "y"], dtype=object))) == []
+
+
+@pytest.mark.parametrize("ids", [["b", "a", None, "c"], [3, 1, 2, 7]])
+def test_split_long_is_bulkem_fits_split(ids):
+    from bulkem.data import as_datasets
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"value": rng.random(40),
+                       "dataset": [ids[k] for k in rng.integers(0, 4, 40)]})
+    fast = stream.split_long(df, "dataset", "value")
+    slow = as_datasets(df)
+    assert [k for k, _ in slow] == list(fast)
+    assert all(np.array_equal(v, fast[k]) for k, v in slow)
+    assert stream.split_long(df.assign(other=1), "dataset", "value") is None
+    assert stream.split_long(df.astype({"dataset": "category"}), "dataset", "value") is None
