@@ -486,7 +486,9 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     bounds = list(chunk_bounds(chunks.n, per_chunk))
     hashes = [hash_input(chunks.get(lo, hi)) for _, lo, hi in bounds]
     arguments = {k: v for k, v in kwargs.items() if k not in NOT_COMPARED}
-    run.start("fit", arguments, per_chunk, {"n_datasets": chunks.n, "chunk_hashes": hashes})
+    whole = hashlib.blake2b("".join(hashes).encode(), digest_size=16).hexdigest()
+    run.start("fit", arguments, per_chunk,
+              {"n_datasets": chunks.n, "hash": whole, "chunk_hashes": hashes})
     run.clear_temporary()
     done = run.finished()
 
