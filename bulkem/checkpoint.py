@@ -503,10 +503,14 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
                 parts.append(run.read(i))
             else:
                 t1 = time.perf_counter()
+                data = chunks.get(lo, hi)
+                if chunks.kind == "frame":  # the plain layout split fast; others by bulkem.fit
+                    fast = combine.split_long(data, kwargs.get("dataset_col", "dataset"),
+                                              kwargs.get("value_col", "value"))
+                    data = data if fast is None else fast
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
-                    res = api.fit(chunks.get(lo, hi), progress=relay if bar.active else False,
-                                  **kwargs)
+                    res = api.fit(data, progress=relay if bar.active else False, **kwargs)
                 caught += got
                 p = combine.split(res)
                 run.write(i, p, {"chunk": i, "first": lo, "end": hi, "hash": hashes[i],

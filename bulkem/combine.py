@@ -7,7 +7,9 @@ for ``density``/``predict``) and a few scalars (``family``, ``seed``, ...).
 :class:`Parts` holds exactly that in plain pandas/NumPy form, which pickles
 between Dask workers and writes to Parquet; :func:`join` concatenates parts of
 disjoint sets of datasets into one FitResult.  Nothing here knows the tables'
-columns, so tables added later come along.
+columns, so tables added later come along.  :func:`split_long` cuts the plain
+long layout (a dataset column and one value column) into datasets fast, for the
+chunks and partitions these fits pass to :func:`bulkem.fit`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import families
@@ -125,3 +128,27 @@ def join(parts: Iterable[Parts], elapsed: float | None = None) -> FitResult:
 def concat(results: Iterable[FitResult], elapsed: float | None = None) -> FitResult:
     """Concatenate FitResults of disjoint sets of datasets (see :func:`join`)."""
     return join((split(r) for r in results), elapsed)
+
+
+def split_long(frame: pd.DataFrame, dataset_col: str, value_col: Any) -> dict | None:
+    """``{dataset: values}`` of a long frame, as :func:`bulkem.fit` would split it, fast.
+
+    Only for a frame of exactly a dataset column (not categorical) and one
+    value column ``value_col``; None for any other layout (more value
+    columns, a family's extra columns), which ``bulkem.fit`` then splits
+    itself.  Datasets in order of first appearance, each dataset's values in
+    row order, rows without a dataset left out: the pairs bulkem.fit's
+    ``groupby(sort=False)`` gives, in ~1 us a dataset instead of ~30 us.
+    """
+    if (not isinstance(value_col, str) or dataset_col == value_col
+            or len(frame.columns) != 2 or set(frame.columns) != {dataset_col, value_col}):
+        return None
+    ids = frame[dataset_col]
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        return None
+    codes, uniques = pd.factorize(ids)  # first appearance; no dataset: -1
+    keep = codes >= 0
+    codes = codes[keep]
+    values = frame[value_col].to_numpy()[keep][np.argsort(codes, kind="stable")]
+    ends = np.r_[0, np.cumsum(np.bincount(codes, minlength=len(uniques)))]
+    return {u: values[ends[j]:ends[j + 1]] for j, u in enumerate(uniques)}

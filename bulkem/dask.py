@@ -43,7 +43,6 @@ import pandas as pd
 from . import api, combine
 from .checkpoint import draw_seed
 from .result import FitResult
-from .stream import split_long
 
 # Columns added to the input so that a dataset's rows keep their input order
 # through the shuffle (a shuffle may deliver pieces in any order).
@@ -61,7 +60,7 @@ def _fit_partition(df: pd.DataFrame, kwargs: dict, numbered: bool) -> combine.Pa
         df = df.sort_values([PART_COL, ROW_COL], kind="stable").drop(columns=[PART_COL, ROW_COL])
     if len(df) == 0:
         return None
-    data = split_long(df, kwargs["dataset_col"], kwargs["value_col"])
+    data = combine.split_long(df, kwargs["dataset_col"], kwargs["value_col"])
     return combine.split(api.fit(df if data is None else data, progress=False, **kwargs))
 
 

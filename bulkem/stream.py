@@ -211,30 +211,6 @@ class _SeenIds:
         return np.flatnonzero(hit)
 
 
-def split_long(frame: pd.DataFrame, dataset_col: str, value_col: Any) -> dict | None:
-    """``{dataset: values}`` of a long frame, as :func:`bulkem.fit` would split it, fast.
-
-    Only for a frame of exactly a dataset column (not categorical) and one
-    value column ``value_col``; None for any other layout (more value
-    columns, a family's extra columns), which ``bulkem.fit`` then splits
-    itself.  Datasets in order of first appearance, each dataset's values in
-    row order, rows without a dataset left out: the pairs bulkem.fit's
-    ``groupby(sort=False)`` gives, in ~1 us a dataset instead of ~30 us.
-    """
-    if (not isinstance(value_col, str) or dataset_col == value_col
-            or len(frame.columns) != 2 or set(frame.columns) != {dataset_col, value_col}):
-        return None
-    ids = frame[dataset_col]
-    if isinstance(ids.dtype, pd.CategoricalDtype):
-        return None
-    codes, uniques = pd.factorize(ids)  # first appearance; no dataset: -1
-    keep = codes >= 0
-    codes = codes[keep]
-    values = frame[value_col].to_numpy()[keep][np.argsort(codes, kind="stable")]
-    ends = np.r_[0, np.cumsum(np.bincount(codes, minlength=len(uniques)))]
-    return {u: values[ends[j]:ends[j + 1]] for j, u in enumerate(uniques)}
-
-
 # --- writing the tables ----------------------------------------------------------
 
 
@@ -436,7 +412,7 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                 t1 = time.perf_counter()
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
-                    data = split_long(chunk.frame, dataset_col, fit_kwargs.get("value_col"))
+                    data = combine.split_long(chunk.frame, dataset_col, fit_kwargs.get("value_col"))
                     data = chunk.frame if data is None else data
                     parts = combine.split(api.fit(data, progress=False, **fit_kwargs))
                 caught += got

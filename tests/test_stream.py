@@ -8,7 +8,7 @@ import pytest
 from conftest import demo
 
 import bulkem
-from bulkem import api, stream
+from bulkem import api, combine, stream
 from bulkem.cli import main
 
 pytest.importorskip("pyarrow")
@@ -151,9 +151,9 @@ def test_split_long_is_bulkem_fits_split(ids):
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"value": rng.random(40),
                        "dataset": [ids[k] for k in rng.integers(0, 4, 40)]})
-    fast = stream.split_long(df, "dataset", "value")
+    fast = combine.split_long(df, "dataset", "value")
     slow = as_datasets(df)
     assert [k for k, _ in slow] == list(fast)
     assert all(np.array_equal(v, fast[k]) for k, v in slow)
-    assert stream.split_long(df.assign(other=1), "dataset", "value") is None
-    assert stream.split_long(df.astype({"dataset": "category"}), "dataset", "value") is None
+    assert combine.split_long(df.assign(other=1), "dataset", "value") is None
+    assert combine.split_long(df.astype({"dataset": "category"}), "dataset", "value") is None
