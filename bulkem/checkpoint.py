@@ -91,8 +91,14 @@ def _feed(h: Any, value: Any) -> None:
     """Feed a dataset (or any input piece) into a hash, exactly and in order."""
     if isinstance(value, (pd.DataFrame, pd.Series)):
         frame = value.to_frame() if isinstance(value, pd.Series) else value
-        h.update(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
-        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+        for name, col in frame.items():
+            h.update(f"\x00{name}:{col.dtype}:{len(col)}\x00".encode())
+            if isinstance(col.dtype, np.dtype) and col.dtype.kind in "biufcmM":
+                h.update(np.ascontiguousarray(col.to_numpy()))  # numbers: their bytes
+            else:  # strings, objects: codes in order, then pandas' hash of each distinct value
+                codes, uniques = pd.factorize(col)
+                h.update(np.ascontiguousarray(codes))
+                h.update(pd.util.hash_pandas_object(pd.Series(uniques), index=False).to_numpy())
         return
     try:
         a = np.asarray(value)
@@ -100,7 +106,7 @@ def _feed(h: Any, value: Any) -> None:
         a = None
     if a is not None and a.dtype.kind in "biuf":
         h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(np.ascontiguousarray(a).tobytes())
+        h.update(np.ascontiguousarray(a))
     elif isinstance(value, (list, tuple)):
         h.update(f"[{len(value)}".encode())
         for v in value:

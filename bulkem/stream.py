@@ -106,11 +106,9 @@ def _pieces(path: Path, read_rows: int) -> Iterator[tuple[pd.DataFrame, float]]:
                 yield df, min(f.tell() / size, 1.0)
 
 
-def _run_starts(ids: np.ndarray) -> np.ndarray:
-    """Row numbers where a new run of equal dataset identifiers begins."""
-    if len(ids) == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+def _run_starts(ids: pd.Series) -> np.ndarray:
+    """Row numbers where a new run of equal dataset identifiers begins (none missing)."""
+    return np.flatnonzero(ids.ne(ids.shift()).to_numpy())  # vectorised for Arrow strings too
 
 
 class Chunk:
@@ -157,7 +155,7 @@ def read_chunks(path: Path, dataset_col: str, chunk_datasets: int,
                 "naming the dataset of each row. Pass --dataset-col to name another.")
         piece = piece[piece[dataset_col].notna()]
         pend = piece if pend is None else pd.concat([pend, piece], ignore_index=True)
-        starts = _run_starts(pend[dataset_col].to_numpy())
+        starts = _run_starts(pend[dataset_col])
         # every run but the last is a whole dataset: the last may go on in the next piece
         while len(starts) > chunk_datasets:
             cut = starts[chunk_datasets]
@@ -166,13 +164,12 @@ def read_chunks(path: Path, dataset_col: str, chunk_datasets: int,
             number, row0 = number + 1, row0 + cut
             pend, starts = pend.iloc[cut:], starts[chunk_datasets:] - cut
     if pend is not None and len(pend):
-        yield _chunk(number, pend, _run_starts(pend[dataset_col].to_numpy()), row0, 1.0, path,
-                     dataset_col)
+        yield _chunk(number, pend, _run_starts(pend[dataset_col]), row0, 1.0, path, dataset_col)
 
 
 def _chunk(number: int, frame: pd.DataFrame, starts: np.ndarray, row0: int, read: float,
            path: Path, dataset_col: str) -> Chunk:
-    ids = frame[dataset_col].to_numpy()[starts]
+    ids = frame[dataset_col].iloc[starts].to_numpy()
     uniq = pd.unique(ids)
     if len(uniq) != len(ids):
         seen: set = set()
