@@ -83,7 +83,9 @@ def run_cluster(df, ref, n_workers: int, args, kill: bool = False) -> tuple[floa
                         return
                 time.sleep(0.01)
 
-        ddf = dd.from_pandas(df, npartitions=args.npartitions, sort=False)
+        # the input on the workers before the clock starts, as read_parquet would leave it
+        ddf = dd.from_pandas(df, npartitions=args.npartitions, sort=False).persist()
+        distributed.wait(ddf)
         t0 = time.perf_counter()
         if kill:
             threading.Thread(target=killer, daemon=True).start()
