@@ -13,7 +13,8 @@ own (``os.wait4``'s ``ru_maxrss``):
    out, checkpointing each chunk as it does by default.
 
 It prints a table with fits/s (the streamed run's also without the fixed cost)
-and the ratio to the in-memory fit, and checks that the streamed summary equals
+and the ratio to the faster in-memory form, CPU seconds (a fairer measure on a
+shared machine), and checks that the streamed summary equals
 the in-memory one on the datasets they share.
 
     python benchmarks/bench_stream.py --n-datasets 20000            # CPU, a few minutes
@@ -181,6 +182,7 @@ def main() -> None:
     rate_frame, rate_list = fits_mem / mem["frame_s"], fits_mem / mem["list_s"]
     rate = fits / wall
     rate_net = fits / max(wall - fixed_wall, 1e-9)
+    base = max(rate_frame, rate_list)  # the ratios are to the faster in-memory form
     print(f"# bench_stream {datetime.date.today()}  {platform.node()}  "
           f"{platform.processor() or platform.machine()}  cpus={os.cpu_count()}  "
           f"backend={mem['backend']}")
@@ -188,21 +190,22 @@ def main() -> None:
     print(f"# {args.n_datasets:,} datasets x {args.obs} values (input {mib:,.0f} MiB, written "
           f"in {gen_s:.1f} s), {args.components} components, {args.starts} starts, "
           f"chunks of {args.chunk_datasets:,} datasets; outputs {out_bytes / 2**20:,.0f} MiB")
-    print("| run | datasets | fits | wall s | CPU s | fits/s | vs in-memory (frame) "
+    print("| run | datasets | fits | wall s | CPU s | fits/s | vs in-memory (faster) "
           "| peak host MiB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| in-memory bulkem.fit, long DataFrame | {m:,} | {fits_mem:,} | {mem['frame_s']:.2f} "
-          f"| {mem['frame_cpu']:.2f} | {rate_frame:,.0f} | 1.00 | {mem_rss:,.0f} (process) |")
+          f"| {mem['frame_cpu']:.2f} | {rate_frame:,.0f} | {rate_frame / base:.2f} "
+          f"| {mem_rss:,.0f} (process) |")
     print(f"| in-memory bulkem.fit, list of arrays | {m:,} | {fits_mem:,} | {mem['list_s']:.2f} "
-          f"| {mem['list_cpu']:.2f} | {rate_list:,.0f} | {rate_list / rate_frame:.2f} "
+          f"| {mem['list_cpu']:.2f} | {rate_list:,.0f} | {rate_list / base:.2f} "
           "| (same process) |")
     print(f"| CLI fixed cost (100 datasets: start-up, compile) | 100 | {100 * args.starts:,} | "
           f"{fixed_wall:.2f} | {fixed_cpu:.2f} | - | - | {fixed_rss:,.0f} |")
     print(f"| CLI streamed, Parquet in and out | {args.n_datasets:,} | {fits:,} | {wall:.2f} | "
-          f"{cpu:.2f} | {rate:,.0f} | {rate / rate_frame:.2f} | {rss:,.0f} |")
+          f"{cpu:.2f} | {rate:,.0f} | {rate / base:.2f} | {rss:,.0f} |")
     print(f"| CLI streamed, less the fixed cost | {args.n_datasets:,} | {fits:,} | "
           f"{wall - fixed_wall:.2f} | {cpu - fixed_cpu:.2f} | {rate_net:,.0f} | "
-          f"{rate_net / rate_frame:.2f} | |")
+          f"{rate_net / base:.2f} | |")
     print(f"streamed summary == in-memory summary on the first {m:,} datasets: {same}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
