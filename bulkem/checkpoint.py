@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import __version__, api, combine, families
+from . import __version__, api, combine, models
 from .combine import Parts
 from .progress import Progress
 
@@ -269,7 +269,8 @@ class RunDir:
                 f"chunk {i} cannot be written to Parquet ({err}); checkpoints need dataset "
                 "identifiers of one Parquet type (all integers or all strings, say)."
             ) from None
-        meta = {**meta, "tables": list(parts.tables), "scalars": jsonable(parts.scalars)}
+        meta = {**meta, "tables": list(parts.tables), "scalars": jsonable(parts.scalars),
+                "result_class": parts.result_class}
         (tmp / "meta.json").write_text(json.dumps(jsonable(meta), indent=1))
         for p in tmp.iterdir():
             _fsync(p)
@@ -283,7 +284,8 @@ class RunDir:
         meta = self.meta(i)
         tables = {name: pq.read_table(d / f"{name}.parquet").to_pandas()
                   for name in meta["tables"]}
-        return Parts(tables, _read_best(pq.read_table(d / "best.parquet")), meta["scalars"])
+        return Parts(tables, _read_best(pq.read_table(d / "best.parquet")), meta["scalars"],
+                     meta["result_class"])
 
 
 def _fsync(path: Path) -> None:
@@ -479,8 +481,9 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     """
     t0 = time.perf_counter()
     _require_pyarrow()
-    fam = families.get(kwargs.get("family", "invgauss"))
-    chunks = _Chunks(datasets, fam.ndim, kwargs.get("dataset_col", "dataset"))
+    fam = models.get(kwargs.get("family", "invgauss"))
+    combine.check_splittable(kwargs)
+    chunks = _Chunks(datasets, getattr(fam, "ndim", 1), kwargs.get("dataset_col", "dataset"))
     if chunks.n == 0:
         return api.fit(datasets, **kwargs)  # raises: no datasets
     run = RunDir(checkpoint)
@@ -512,7 +515,8 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
                 data = chunks.get(lo, hi)
                 if chunks.kind == "frame":  # the plain layout split fast; others by bulkem.fit
                     fast = combine.split_long(data, kwargs.get("dataset_col", "dataset"),
-                                              kwargs.get("value_col", "value"))
+                                              kwargs.get("value_col", "value"),
+                                              kwargs.get("family", "invgauss"))
                     data = data if fast is None else fast
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
@@ -526,5 +530,7 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     finally:
         bar.close()
     result = combine.join(parts, elapsed=time.perf_counter() - t0)
+    if result._model is None:  # every chunk read back: the model from the first dataset
+        result._model = combine.model_for(kwargs, chunks.get(0, 1))
     warn_for_run(result.summary["status"].value_counts(sort=False), caught)
     return result

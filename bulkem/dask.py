@@ -60,8 +60,12 @@ def _fit_partition(df: pd.DataFrame, kwargs: dict, numbered: bool) -> combine.Pa
         df = df.sort_values([PART_COL, ROW_COL], kind="stable").drop(columns=[PART_COL, ROW_COL])
     if len(df) == 0:
         return None
-    data = combine.split_long(df, kwargs["dataset_col"], kwargs["value_col"])
-    return combine.split(api.fit(df if data is None else data, progress=False, **kwargs))
+    data = combine.split_long(df, kwargs["dataset_col"], kwargs["value_col"], kwargs["family"])
+    parts = combine.split(api.fit(df if data is None else data, progress=False, **kwargs))
+    ids = df[kwargs["dataset_col"]]
+    first = ids[ids.notna()].iloc[0]
+    parts.model, parts.sample = None, df[ids == first]  # a model does not pickle: its recipe
+    return parts
 
 
 def _heads(parts: combine.Parts | None) -> dict | None:
@@ -149,6 +153,8 @@ class DaskFitResult:
     n_components : int
     parts : list
         One Dask object per partition, holding its fit (None for an empty partition).
+    fit_kwargs : dict
+        The arguments of every partition's :func:`bulkem.fit`.
     """
 
     tables: dict[str, dd.DataFrame]
@@ -156,6 +162,7 @@ class DaskFitResult:
     family: str
     n_components: int
     parts: list = field(repr=False, default_factory=list)
+    fit_kwargs: dict = field(repr=False, default_factory=dict)
 
     def __getattr__(self, name: str) -> dd.DataFrame:
         tables = self.__dict__.get("tables", {})
@@ -176,7 +183,9 @@ class DaskFitResult:
         ``elapsed`` is the sum of the partitions' fit times.
         """
         parts = [p for p in dask.compute(*self.parts) if p is not None]
-        return combine.join(parts)
+        result = combine.join(parts)
+        result._model = combine.model_for(self.fit_kwargs, parts[0].sample)
+        return result
 
 
 def fit(
@@ -256,6 +265,7 @@ def fit(
     seed = draw_seed() if seed is None else seed
     kwargs = {"family": family, "dataset_col": dataset_col, "value_col": value_col,
               "seed": seed, **fit_kwargs}
+    combine.check_splittable(kwargs)
 
     if shuffle_method is None and _client() is None:
         shuffle_method = "tasks"  # dask picks "p2p" when a client exists, even if unused
@@ -278,4 +288,4 @@ def fit(
         for name, meta in metas.items()
     }
     n_components = fit_kwargs.get("n_components", 2)
-    return DaskFitResult(tables, seed, family, n_components, fits)
+    return DaskFitResult(tables, seed, family, n_components, fits, kwargs)

@@ -377,6 +377,7 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
         chunk_datasets = max(1, checkpoint.CHUNK_FITS // n_starts) if (
             isinstance(n_starts, int) and n_starts > 0) else 1
     fit_kwargs["seed"] = checkpoint.resolve_seed(run, fit_kwargs.get("seed"))
+    combine.check_splittable(fit_kwargs)
     arguments = {k: v for k, v in fit_kwargs.items() if k not in checkpoint.NOT_COMPARED}
     run.start("stream", arguments, chunk_datasets)
     run.clear_temporary()
@@ -409,7 +410,9 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                 t1 = time.perf_counter()
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
-                    data = combine.split_long(chunk.frame, dataset_col, fit_kwargs.get("value_col"))
+                    data = combine.split_long(chunk.frame, dataset_col,
+                                              fit_kwargs.get("value_col", "value"),
+                                              fit_kwargs.get("family", "invgauss"))
                     data = chunk.frame if data is None else data
                     parts = combine.split(api.fit(data, progress=False, **fit_kwargs))
                 caught += got

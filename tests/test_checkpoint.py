@@ -185,3 +185,31 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path, count_fits):
     assert not list(run.glob(".chunk-*"))
     assert json.loads((run / "manifest.json").read_text())["chunk_datasets"] == 4
     assert_same_tables(api.fit(d, **KW), resumed)
+
+
+def hmm_frame(n: int = 7, seed: int = 2) -> pd.DataFrame:
+    """Poisson counts in long form: dataset, sequence, value; two sequences a dataset."""
+    rng = np.random.default_rng(seed)
+    rows = [(f"h{d}", s, v) for d in range(n) for s in range(2)
+            for v in rng.poisson(rng.choice([1.0, 6.0], 1)[0], 12 + 3 * s)]
+    return pd.DataFrame(rows, columns=["dataset", "sequence", "value"])
+
+
+HMM = dict(family="hmm", emission="poisson", n_components=2, n_starts=2, max_iter=5, seed=3,
+           backend="cpu", progress=False)
+
+
+def test_hidden_markov_tables_come_along(tmp_path, small_chunks):
+    df = hmm_frame()
+    ref = api.fit(df, **HMM)
+    assert "transitions" in combine.table_names(ref)
+    first = bulkem.fit(df, checkpoint=tmp_path / "run", **HMM)
+    again = bulkem.fit(df, checkpoint=tmp_path / "run", **HMM)  # every chunk read back
+    for res in (first, again):
+        assert type(res) is type(ref)
+        assert_same_tables(ref, res)
+        pd.testing.assert_frame_equal(res.transitions, ref.transitions, check_exact=True)
+        seq = df[(df.dataset == "h3") & (df.sequence == 0)].value.to_numpy()
+        assert res.score("h3", seq) == ref.score("h3", seq)
+    with pytest.raises(ValueError, match="Pass n_symbols="):
+        bulkem.fit(df, checkpoint=tmp_path / "cat", **{**HMM, "emission": "categorical"})

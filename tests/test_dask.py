@@ -151,3 +151,27 @@ def test_without_dask_the_error_says_how_to_get_it(monkeypatch):
     monkeypatch.delitem(sys.modules, "bulkem.dask", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'bulkem\[dask\]'"):
         importlib.import_module("bulkem.dask")
+
+
+def test_hidden_markov_sequences_and_transitions():
+    from test_checkpoint import HMM, hmm_frame
+
+    df = hmm_frame(6, 4)
+    kw = {k: v for k, v in HMM.items() if k != "progress"}
+    ref = bulkem.fit(df, progress=False, **kw)
+    with dask.config.set(scheduler="sync"):
+        res = bulkem.dask.fit(dd.from_pandas(df, npartitions=3, sort=False), **kw)
+        got = dict(zip(res.tables, dask.compute(*res.tables.values()), strict=True))
+        keys = {**KEYS, "components": ["dataset", "state"],
+                "transitions": ["dataset", "from_state", "to_state"]}
+        assert list(got) == list(keys)
+        for name, k in keys.items():
+            a = ref.tables[name] if name == "transitions" else getattr(ref, name)
+            pd.testing.assert_frame_equal(a.sort_values(k).reset_index(drop=True),
+                                          got[name].sort_values(k).reset_index(drop=True),
+                                          check_exact=True)
+        back = res.compute()
+        seq = df[(df.dataset == "h2") & (df.sequence == 1)].value.to_numpy()
+        assert back.score("h2", seq) == ref.score("h2", seq)
+        with pytest.raises(ValueError, match="Pass n_symbols="):
+            bulkem.dask.fit(dd.from_pandas(df, npartitions=2), **{**kw, "emission": "categorical"})

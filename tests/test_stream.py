@@ -157,3 +157,17 @@ def test_split_long_is_bulkem_fits_split(ids):
     assert all(np.array_equal(v, fast[k]) for k, v in slow)
     assert combine.split_long(df.assign(other=1), "dataset", "value") is None
     assert combine.split_long(df.astype({"dataset": "category"}), "dataset", "value") is None
+
+
+def test_stream_passes_family_options_and_writes_every_table(tmp_path):
+    from test_checkpoint import HMM, hmm_frame
+
+    df = hmm_frame(5, 6)
+    src = tmp_path / "hmm.parquet"
+    df.to_parquet(src)
+    kw = {k: v for k, v in HMM.items() if k != "progress"}
+    ref = api.fit(df, progress=False, **kw)
+    report = stream.fit_file(src, tmp_path / "f.parquet", kw, chunk_datasets=2, quiet=True)
+    assert report["n_chunks"] == 3 and report["outputs"][-1].endswith("f.transitions.parquet")
+    pd.testing.assert_frame_equal(ref.transitions, pd.read_parquet(tmp_path /
+                                                                   "f.transitions.parquet"))
