@@ -7,3 +7,11 @@ from .result import FitResult
 
 __version__ = "0.1.0"
 __all__ = ["fit", "FitResult", "FAMILIES", "datasets", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "dask":  # needs the optional dask extra, so imported on first use
+        import importlib
+
+        return importlib.import_module(".dask", __name__)
+    raise AttributeError(f"module 'bulkem' has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -134,6 +135,7 @@ def fit(
     value_col: str | Sequence[str] = "value",
     reg_covar: float = 1e-6,
     init_method: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a finite mixture by EM to every dataset, from many starts each.
@@ -206,6 +208,10 @@ def fit(
         nearest each centre, equal weights.  None: the family's default,
         "subset" for "invgauss" and "kmeans++" for "gaussian" (the seeding
         scikit-learn users expect).
+    checkpoint : str or os.PathLike, optional
+        A run directory: the datasets are fitted in chunks, each written there
+        (Parquet) as it finishes, and the same call again after a crash fits
+        only what is missing (see :mod:`bulkem.checkpoint`).
 
     Returns
     -------
@@ -217,6 +223,13 @@ def fit(
     ValueError, TypeError
         On bad arguments, at once; on invalid datasets only when ``strict``.
     """
+    if checkpoint is not None:  # chunked and resumable (issue 16): bulkem/checkpoint.py
+        args = dict(locals())
+        del args["datasets"], args["checkpoint"]
+        args.update(args.pop("options"))
+        from . import checkpoint as _checkpoint
+
+        return _checkpoint.fit(datasets, checkpoint, **args)
     t0 = time.perf_counter()
     fam = models.get(family)
     M = _check_int("n_components", n_components, 1)
