@@ -30,7 +30,7 @@ import numpy as np
 from numba import float64, int64
 
 from ... import config
-from ...engines.cuda.compat import cuda
+from ...engines.cuda.compat import Launcher, cuda
 
 TS = 16  # tile edge: a block is TS x TS threads
 KS = 8  # split of the (step, sequence) rows of the statistics' sums over blocks
@@ -319,58 +319,84 @@ def _mstep(xi_part, g_part, ll, A, AT, B, start, V, M, N, state, fstate, max_ite
 
 
 class Pass:
-    """Device arrays of one batch of sequences under one model, and the kernels' grids."""
+    """Device arrays of one dataset's sequences under one model, and the launches over them.
+
+    ``start``, ``A`` (and its transpose ``AT``) and ``B`` are the model's device
+    arrays: write a fit's parameters with :meth:`set_params`.  The per-step
+    kernels are launched through prepared launchers (only the step changes).
+    """
 
     def __init__(self, x: np.ndarray, off: np.ndarray, N: int, V: int, stream=None):
         self.M = len(off) - 1
         self.N, self.V = N, V
         self.T = int(np.diff(off).max())
-        self.lens = np.diff(off)
         self.stream = stream or cuda.stream()
-        st = self.stream
+        st, M = self.stream, self.M
         self.x = cuda.to_device(x.astype(np.int32), stream=st)
         self.off = cuda.to_device(off.astype(np.int64), stream=st)
-        self.alpha = cuda.device_array((self.T, self.M, N), np.float64, stream=st)
-        self.beta = cuda.device_array((self.T, self.M, N), np.float64, stream=st)
-        self.ea = cuda.device_array((self.T, self.M), np.int32, stream=st)
-        self.eb = cuda.device_array((self.T, self.M), np.int32, stream=st)
-        self.z = cuda.device_array((self.T, self.M), np.float64, stream=st)
-        self.ll = cuda.device_array(self.M, np.float64, stream=st)
-        self.rows = self.T * self.M
+        self.start = cuda.device_array(N, np.float64, stream=st)
+        self.A = cuda.device_array(N * N, np.float64, stream=st)
+        self.AT = cuda.device_array(N * N, np.float64, stream=st)
+        self.B = cuda.device_array(N * V, np.float64, stream=st)
+        self.alpha = cuda.device_array((self.T, M, N), np.float64, stream=st)
+        self.beta = cuda.device_array((self.T, M, N), np.float64, stream=st)
+        self.ea = cuda.device_array((self.T, M), np.int32, stream=st)
+        self.eb = cuda.device_array((self.T, M), np.int32, stream=st)
+        self.z = cuda.device_array((self.T, M), np.float64, stream=st)
+        self.ll = cuda.device_array(M, np.float64, stream=st)
+        self.rows = self.T * M
         self.xi_part = cuda.device_array((KS, N, N), np.float64, stream=st)
         self.g_part = cuda.device_array((KS, N, 2 + V), np.float64, stream=st)
-        self.tiles_sn = ((N + TS - 1) // TS, (self.M + TS - 1) // TS)
+        sn = ((N + TS - 1) // TS, (M + TS - 1) // TS)
+        ms = ((M + TS - 1) // TS, (N + TS - 1) // TS)
+        self._fwd0 = Launcher(_fwd0[ms, (TS, TS), st],
+                              (self.x, self.off, self.start, self.B, V, self.alpha, M, N))
+        self._fwd = Launcher(_fwd_step[sn, (TS, TS), st],
+                             (1, self.x, self.off, self.A, self.B, V, self.alpha, self.ea, M, N))
+        self._bwd0 = Launcher(_bwd_last[ms, (TS, TS), st], (self.off, self.beta, M, N))
+        self._bwd = Launcher(_bwd_step[sn, (TS, TS), st],
+                             (0, self.x, self.off, self.AT, self.B, V, self.beta, self.eb, M, N))
+        self._norms = Launcher(
+            _norms[((self.T + TS - 1) // TS, (M + TS - 1) // TS), (TS, TS), st],
+            (self.off, self.alpha, self.beta, self.ea, self.z, self.ll, M, N))
+        self._xi = Launcher(
+            _xi_partial[((N + TS - 1) // TS, (N + TS - 1) // TS, KS), (TS, TS), st],
+            (self.x, self.off, self.B, V, self.alpha, self.beta, self.eb, self.z, M, N,
+             self.rows, self.xi_part))
+        self._gamma = Launcher(
+            _gamma_partial[((N + NT - 1) // NT, KS), NT, st],
+            (self.x, self.off, V, self.alpha, self.beta, self.z, M, N, self.rows, self.g_part))
 
-    def forward(self, start, A, B) -> None:
+    def set_params(self, params: np.ndarray) -> None:
+        """A fit's parameters (startprob, transmat, emissionprob) into the device arrays."""
+        N, st = self.N, self.stream
+        A = np.ascontiguousarray(params[N:N + N * N])
+        self.start.copy_to_device(np.ascontiguousarray(params[:N]), stream=st)
+        self.A.copy_to_device(A, stream=st)
+        self.AT.copy_to_device(np.ascontiguousarray(A.reshape(N, N).T).reshape(-1), stream=st)
+        self.B.copy_to_device(np.ascontiguousarray(params[N + N * N:]), stream=st)
+
+    def forward(self) -> None:
         """alpha of every step and sequence (and the forward exponents)."""
-        st, M, N, V = self.stream, self.M, self.N, self.V
-        _fwd0[((M + TS - 1) // TS, (N + TS - 1) // TS), (TS, TS), st](
-            self.x, self.off, start, B, V, self.alpha, M, N)
+        self._fwd0()
         for t in range(1, self.T):
-            _fwd_step[self.tiles_sn, (TS, TS), st](t, self.x, self.off, A, B, V, self.alpha,
-                                                   self.ea, M, N)
+            self._fwd.set(0, t)
+            self._fwd()
 
-    def backward(self, AT, B) -> None:
-        st, M, N, V = self.stream, self.M, self.N, self.V
-        _bwd_last[((M + TS - 1) // TS, (N + TS - 1) // TS), (TS, TS), st](
-            self.off, self.beta, M, N)
+    def backward(self) -> None:
+        self._bwd0()
         for t in range(self.T - 2, -1, -1):
-            _bwd_step[self.tiles_sn, (TS, TS), st](t, self.x, self.off, AT, B, V, self.beta,
-                                                   self.eb, M, N)
+            self._bwd.set(0, t)
+            self._bwd()
 
     def loglik(self) -> None:
-        st = self.stream
-        _norms[((self.T + TS - 1) // TS, (self.M + TS - 1) // TS), (TS, TS), st](
-            self.off, self.alpha, self.beta, self.ea, self.z, self.ll, self.M, self.N)
+        """Z of every step, and every sequence's log-likelihood (``self.ll``)."""
+        self._norms()
 
-    def statistics(self, B) -> None:
-        st, M, N, V = self.stream, self.M, self.N, self.V
-        tiles = ((N + TS - 1) // TS, (N + TS - 1) // TS, KS)
-        _xi_partial[tiles, (TS, TS), st](self.x, self.off, B, V, self.alpha, self.beta, self.eb,
-                                         self.z, M, N, self.rows, self.xi_part)
-        _gamma_partial[((N + NT - 1) // NT, KS), NT, st](self.x, self.off, V, self.alpha,
-                                                         self.beta, self.z, M, N, self.rows,
-                                                         self.g_part)
+    def statistics(self) -> None:
+        """Partial sums of the expected transition, start, occupancy and symbol counts."""
+        self._xi()
+        self._gamma()
 
 
 def run_fits(job, progress, on_starts=None) -> None:
@@ -392,33 +418,29 @@ def run_fits(job, progress, on_starts=None) -> None:
             passes[d] = Pass(x, off, N, V)
         p = passes[d]
         st = p.stream
-        params = job.params[f]
-        start = cuda.to_device(params[:N].copy(), stream=st)
-        A_h = params[N:lay.p_emit].copy()
-        A = cuda.to_device(A_h, stream=st)
-        AT = cuda.to_device(np.ascontiguousarray(A_h.reshape(N, N).T).reshape(-1), stream=st)
-        B = cuda.to_device(params[lay.p_emit:].copy(), stream=st)
+        p.set_params(job.params[f])
         state = cuda.to_device(np.array([0, 0, 0, 0], np.int64), stream=st)
         fstate = cuda.to_device(np.zeros(2), stream=st)
         upd = cuda.to_device(update, stream=st)
         host = np.zeros(4, np.int64)
+        mstep = Launcher(_mstep[1, NT, st], (p.xi_part, p.g_part, p.ll, p.A, p.AT, p.B, p.start,
+                                             V, p.M, N, state, fstate, job.max_iter, job.tol,
+                                             job.drop_rtol, config.MIN_COMPONENT_MASS, upd))
         while True:
-            p.forward(start, A, B)
-            p.backward(AT, B)
+            p.forward()
+            p.backward()
             p.loglik()
-            p.statistics(B)
-            _mstep[1, NT, st](p.xi_part, p.g_part, p.ll, A, AT, B, start, V, p.M, N, state,
-                              fstate, job.max_iter, job.tol, job.drop_rtol,
-                              config.MIN_COMPONENT_MASS, upd)
+            p.statistics()
+            mstep()
             state.copy_to_host(host, stream=st)
             st.synchronize()
             if host[0]:
                 break
         fs = fstate.copy_to_host(stream=st)
         st.synchronize()
-        job.params[f, :N] = start.copy_to_host()
-        job.params[f, N:lay.p_emit] = A.copy_to_host()
-        job.params[f, lay.p_emit:] = B.copy_to_host()
+        job.params[f, :N] = p.start.copy_to_host()
+        job.params[f, N:lay.p_emit] = p.A.copy_to_host()
+        job.params[f, lay.p_emit:] = p.B.copy_to_host()
         job.status[f] = host[2]
         job.n_iter[f] = host[1]
         job.loglik[f] = fs[1]
