@@ -36,10 +36,13 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     if key in _compiled:
         return _compiled[key]
     dt = np.dtype(dtype).type
-    jit = njit(inline="always")  # per-step functions: inlined into the loops
-    steps = make_kalman(nx, ny, kind, dt, jit, njit)
-    sc = make_scan(nx, ny, kind, dt, jit, steps, njit)
-    splash_point = make_splash(nx, ny, dt, jit, steps)
+    # Per-step functions are inlined into the functions that loop over steps,
+    # which compile once each (see kalman.make_kalman's jit_outer).
+    jit = njit(inline="always")
+    outer = njit(error_model="numpy")
+    steps = make_kalman(nx, ny, kind, dt, jit, outer)
+    sc = make_scan(nx, ny, kind, dt, jit, steps, outer)
+    splash_point = make_splash(nx, ny, dt, outer, steps)
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     is_missing, predict, set_prior, filter_range = (
         steps.is_missing, steps.predict, steps.set_prior, steps.filter_range)

@@ -74,12 +74,8 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
     nx, ny, kind, dtype, jit
         As for :func:`bulkem.models.ssm.kalman.make_kalman`.
     jit_outer : callable, optional
-        Compiles ``combine`` (``jit`` if None).  The CPU engine compiles it
-        as an ordinary, not inlined, Numba function: its NX^3 work dwarfs a
-        call, and inlining the largest function into two loops doubled the
-        scan's compile time.  Everything that runs once per time step stays
-        inlined: as calls, with the arrays as arguments that may alias,
-        the filter ran ~3x slower (AR(3), measured).
+        Compiles ``chunk_element`` and ``combine``, which loop (``jit`` if
+        None; see ``kalman.make_kalman``).
     steps : KalmanSteps
         The Kalman steps built with the same arguments.
 
@@ -246,7 +242,7 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
                 s -= D[c * NX + k] * z[k]
             z[c] = s / piv
 
-    solve_f = jit_outer(solve)
+    solve_f = jit(solve)
 
     def combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T):
         for i in range(NX):
@@ -343,4 +339,4 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
             E[OE + k, i] = eta[k]
 
     return ScanSteps(set_identity_f, set_first_f, cond_predict_f, cond_update_f,
-                     jit(chunk_element), jit_outer(combine), jit(load), jit(store))
+                     jit_outer(chunk_element), jit_outer(combine), jit(load), jit(store))

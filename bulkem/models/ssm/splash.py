@@ -18,7 +18,7 @@ from .kalman import KalmanSteps
 
 
 def make_splash(nx: int, ny: int, dtype, jit, steps: KalmanSteps):
-    """Build ``splash_point``.
+    """Build ``splash_point`` (``jit``: the engine's ``jit_outer``; it loops).
 
     Returns
     -------
