@@ -47,7 +47,7 @@ import numba  # noqa: E402
 import bulkem  # noqa: E402
 from bulkem import StateSpace  # noqa: E402
 from bulkem.engines import kalman_cpu  # noqa: E402
-from bulkem.ssm import _batch  # noqa: E402
+from bulkem.ssm import pack_series  # noqa: E402
 
 # An AR(10) with all roots inside the unit circle (the paper's background-noise model).
 AR10_ROOTS = [0.9, -0.8, 0.7, -0.6, 0.5, -0.4, 0.3, -0.2, 0.1, 0.05]
@@ -122,7 +122,7 @@ def fmt_s(s: float) -> str:
 def pack(ys, model, dtype="float64"):
     """Series -> the engines' packed batch (host)."""
     pairs = [(k, np.asarray(y, float).reshape(len(y), -1)) for k, y in enumerate(ys)]
-    return _batch(pairs, list(range(len(ys))), [model], True, np.dtype(dtype))
+    return pack_series(pairs, [model], True, np.dtype(dtype))[0]
 
 
 # --- (a) -------------------------------------------------------------------------------

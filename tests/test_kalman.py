@@ -160,13 +160,13 @@ def test_exact_paths_and_layouts_agree(kbackend, seed):
         from bulkem.engines import kalman_cuda as engine
     else:
         from bulkem.engines import kalman_cpu as engine
-    from bulkem.ssm import _batch
+    from bulkem.ssm import pack_series
 
     rng = np.random.default_rng(seed)
     ys = [ar3().simulate(11, rng)[:, 0] for _ in range(6)]
     want = [ref_loglik(y, ar3()) for y in ys]
-    batch = _batch([(k, y[:, None]) for k, y in enumerate(ys)], list(range(6)), [ar3()], True,
-                   np.dtype("float64"))
+    batch, _, _ = pack_series([(k, y[:, None]) for k, y in enumerate(ys)], [ar3()], True,
+                              np.dtype("float64"))
     kw = [{}, {"time_major": False}] if kbackend == "cuda" else [{}]
     for shared in (None, False):
         for extra in kw:
@@ -180,12 +180,12 @@ def test_exact_paths_and_layouts_agree(kbackend, seed):
 def test_scan_long_series_many_levels(seed):
     """One long series, cut small: four levels of the CPU scan."""
     from bulkem.engines import kalman_cpu
-    from bulkem.ssm import _batch
+    from bulkem.ssm import pack_series
 
     m = rw2()
     y = m.simulate(400, seed)
     y[::20] = np.nan  # the paper's "missing every 20 steps"
-    batch = _batch([(0, y)], [0], [m], True, np.dtype("float64"))
+    batch, _, _ = pack_series([(0, y)], [m], True, np.dtype("float64"))
     assert len(plan_levels(batch.offsets, 4, 3)) >= 4
     out = kalman_cpu.scan(batch, chunk0=4, chunk=3)
     assert_rel(out.loglik, [ref_loglik(y, m)])

@@ -96,7 +96,7 @@ def speed(lengths: list[int], gpu: bool) -> pd.DataFrame:
             for label, backend, method in runs:
                 kw = {"window": window} if method == "splash" else {}
 
-                def call(backend=backend, method=method, kw=kw, y=y):
+                def call(backend=backend, method=method, kw=kw, y=y, model=model):
                     return bulkem.kalman_loglik(y, model, method=method, backend=backend, **kw)
 
                 fn = one_core(call) if label.endswith("1 CPU core") else call
