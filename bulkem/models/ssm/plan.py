@@ -148,7 +148,38 @@ def chunk0_for(total_steps: int, minimum: int, target_chunks: int) -> int:
     return max(int(minimum), -(-int(total_steps) // max(int(target_chunks), 1)))
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
+def _series_counts(values, offsets, n_missing, n_inf):
+    for s in range(len(offsets) - 1):
+        miss = 0
+        inf = 0
+        for t in range(offsets[s], offsets[s + 1]):
+            row_nan = False
+            for a in range(values.shape[1]):
+                v = values[t, a]
+                if v != v:
+                    row_nan = True
+                elif v == np.inf or v == -np.inf:
+                    inf += 1
+            if row_nan:
+                miss += 1
+        n_missing[s] = miss
+        n_inf[s] = inf
+
+
+def series_counts(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per series: rows holding a NaN (missing), and infinite values; one pass over ``values``.
+
+    ``values`` has shape (n_rows, dim_obs); series ``s`` is rows ``offsets[s] .. offsets[s+1]-1``.
+    """
+    n = len(offsets) - 1
+    n_missing = np.zeros(n, dtype=np.int64)
+    n_inf = np.zeros(n, dtype=np.int64)
+    _series_counts(values, np.asarray(offsets, dtype=np.int64), n_missing, n_inf)
+    return n_missing, n_inf
+
+
+@njit(cache=True, nogil=True)
 def _segment_sums(x, offsets, out):
     for s in range(len(out)):
         acc = 0.0
