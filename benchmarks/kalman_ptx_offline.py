@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from numba import cuda, float32, float64, int8, int64
+from numba import boolean, cuda, float32, float64, int8, int64
 from numba.cuda import dispatcher as cuda_dispatcher
 
 from bulkem import StateSpace
@@ -56,7 +56,8 @@ def signatures(fdt):
         "scan_down": (m2, m2, vi, vi, vi8, m2),
         "scan_final": (v, vi, vi, vi8, vi, vi, *models, m2, float64[::1], int64[::1],
                        int64[::1]),
-        "splash": (v, vi, vi, *models, int64, fdt, float64[::1], int8[::1], int8[::1]),
+        "splash": (v, vi, vi, *models, int64, fdt, boolean, v, v, float64[::1], float64[::1],
+                   int8[::1], int8[::1]),
     }
 
 

@@ -55,6 +55,28 @@ def kalman_filter(y, F, H, Q, R, m0, P0):
     return res
 
 
+def splash_loglik(y, F, H, Q, R, m0, P0, window, broad):
+    """The splash approximation, literally: for each step a fresh filter over its window.
+
+    The window of step t is steps ``t - window + 1 .. t``; it starts from
+    ``N(0, broad I)``, or from the prior ``N(m0, P0)`` where it reaches the
+    series' first step.
+    """
+    F, H, Q, R = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (F, H, Q, R))
+    y = _rows(y, H.shape[0])
+    n = F.shape[0]
+    total = 0.0
+    for t in range(len(y)):
+        start = t - window + 1
+        if start <= 0:
+            start, m, P = 0, np.asarray(m0, float), np.asarray(P0, float)
+        else:
+            m, P = np.zeros(n), broad * np.eye(n)
+        f = kalman_filter(y[start:t + 1], F, H, Q, R, m, P)
+        total += f["terms"][-1]
+    return total
+
+
 def rts_smoother(y, F, H, Q, R, m0, P0):
     """Filter, then Rauch-Tung-Striebel smoother with lag-one covariances.
 

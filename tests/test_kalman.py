@@ -14,7 +14,14 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from kalman_reference import kalman_filter, rts_smoother, scan_combine, scan_element, scan_loglik
+from kalman_reference import (
+    kalman_filter,
+    rts_smoother,
+    scan_combine,
+    scan_element,
+    scan_loglik,
+    splash_loglik,
+)
 
 import bulkem
 from bulkem import StateSpace
@@ -273,14 +280,30 @@ def test_splash_converges_to_exact(seed):
     assert_rel(full.loglik, [ref_loglik(y, m)])  # a window as long as the series is exact
 
 
-def test_splash_same_on_both_engines(kbackend, seed):
+def test_splash_matches_oracle(kbackend, seed):
+    """Both paths (shared covariance recursion, and per window) equal a literal splash."""
+    if kbackend == "cuda":
+        from bulkem.engines import kalman_cuda as engine
+    else:
+        from bulkem.engines import kalman_cpu as engine
+    from bulkem.ssm import pack_series
+
     a, _, _, _ = _data(seed)
-    got = bulkem.kalman_loglik(a, ar3(), method="splash", window=4, backend=kbackend,
-                               report_error=True)
-    cpu = bulkem.kalman_loglik(a, ar3(), method="splash", window=4, backend="cpu")
-    assert_rel(got.loglik, cpu.loglik)
-    assert_rel(got.exact_loglik, [ref_loglik(y, ar3()) for y in a])
+    m = ar3()
+    want = [splash_loglik(y, m.F, m.H, m.Q, m.R, m.m0, m.P0, 4, 1e3) for y in a]
+    got = bulkem.kalman_loglik(a, m, method="splash", window=4, backend=kbackend,
+                               report_error=True, splash_var=1e3)
+    assert_rel(got.loglik, want)
+    assert_rel(got.exact_loglik, [ref_loglik(y, m) for y in a])
     np.testing.assert_allclose(got.error, got.loglik - got.exact_loglik)
+    batch, _, _ = pack_series([(k, y[:, None]) for k, y in enumerate(a)], [m], True,
+                              np.dtype("float64"))
+    assert_rel(engine.splash(batch, 4, 1e3, shared=False).loglik, want)
+    models = [ar3(0.3 + 0.1 * k) for k in range(len(a))]  # a model per series: per window
+    got = bulkem.kalman_loglik(a, models, method="splash", window=3, backend=kbackend,
+                               splash_var=1e3)
+    assert_rel(got.loglik, [splash_loglik(y, md.F, md.H, md.Q, md.R, md.m0, md.P0, 3, 1e3)
+                            for y, md in zip(a, models, strict=True)])
 
 
 # --- input forms and bad input ------------------------------------------------------------

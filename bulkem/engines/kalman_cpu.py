@@ -42,7 +42,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     outer = njit(error_model="numpy")
     steps = make_kalman(nx, ny, kind, dt, jit, outer)
     sc = make_scan(nx, ny, kind, dt, jit, steps, outer)
-    splash_point = make_splash(nx, ny, dt, outer, steps)
+    sp = make_splash(nx, ny, dt, outer, steps)
+    splash_point, splash_shared = sp.point, sp.point_shared
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     is_missing, predict, set_prior, filter_range = (
         steps.is_missing, steps.predict, steps.set_prior, steps.filter_range)
@@ -182,7 +183,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             fail[c] = lo[c] + f if f >= 0 else -1
 
     @njit(parallel=True)
-    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, block, ll, obs, fail):
+    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, block, shared, Ws, Ls,
+               logdets, ll, obs, fail):
         n_total = offsets[-1]
         for blk in prange((n_total + block - 1) // block):
             m = np.empty(NX, dt)
@@ -196,8 +198,14 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 while t >= offsets[s + 1]:
                     s += 1
                 k = midx[s]
-                a, o, ok = splash_point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[s], t,
-                                        window, broad, m, P, T, U, L, e)
+                done = False
+                ok = True
+                if shared:
+                    a, o, done = splash_shared(F[k], H[k], y, offsets[s], t, window, m, T, U, L,
+                                               e, Ws, Ls, logdets)
+                if not done:
+                    a, o, ok = splash_point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[s],
+                                            t, window, broad, m, P, T, U, L, e)
                 ll[t] = a
                 obs[t] = 1 if o else 0
                 fail[t] = 0 if ok else 1
@@ -347,16 +355,46 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     return gather(batch, lev, ll_c, n_c, np.where(fail_c >= 0, fail_c, fail0))
 
 
-def splash(batch: SeriesBatch, window: int, broad: float) -> LoglikOut:
-    """The paper's windowed approximation, every time step in parallel."""
+def splash_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | None
+                 ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+    """The covariance recursion shared by every splash window from the broad prior.
+
+    Returns ``(use, Ws, Ls, logdets)``; ``use`` False (and empty arrays) with
+    one model per series, when ``shared`` is False, or if the recursion fails.
+    """
+    md = batch.models
+    dt = batch.y.dtype
+    Ws = np.zeros(window * md.nx * md.ny, dt)
+    Ls = np.zeros(window * md.ny * md.ny, dt)
+    logdets = np.zeros(window)
+    if shared is False or len(md.F) != 1:
+        return False, Ws[:0], Ls[:0], logdets[:0]
+    p = _programs(md.nx, md.ny, md.kind, dt)
+    prior = (np.eye(md.nx) * broad).reshape(-1).astype(dt)
+    bad = p["gains"](md.F[0], md.H[0], md.Q[0], md.R[0], np.zeros(md.nx, dt), prior, window,
+                     Ws, Ls, logdets)
+    if bad >= 0:
+        return False, Ws[:0], Ls[:0], logdets[:0]
+    return True, Ws, Ls, logdets
+
+
+def splash(batch: SeriesBatch, window: int, broad: float, shared: bool | None = None
+           ) -> LoglikOut:
+    """The paper's windowed approximation, every time step in parallel.
+
+    ``shared`` (None: when possible) lets the windows without missing values
+    share one covariance recursion (see ``models/ssm/splash.py``).
+    """
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     n_total = int(batch.offsets[-1])
     ll_t = np.zeros(n_total)
     obs_t = np.zeros(n_total, dtype=np.int64)
     fail_t = np.zeros(n_total, dtype=np.int8)
+    use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
     p["splash"](batch.y, batch.offsets, batch.model_idx, *_models(batch), window,
-                batch.y.dtype.type(broad), kc.CPU_SPLASH_BLOCK, ll_t, obs_t, fail_t)
+                batch.y.dtype.type(broad), kc.CPU_SPLASH_BLOCK, use, Ws, Ls, logdets, ll_t,
+                obs_t, fail_t)
     return gather_steps(batch, ll_t, obs_t, fail_t)
 
 

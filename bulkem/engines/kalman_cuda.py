@@ -72,7 +72,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     cdt = float32 if dt == np.float32 else float64
     steps = make_kalman(nx, ny, kind, dt, _device)
     sc = make_scan(nx, ny, kind, dt, _device, steps)
-    splash_point = make_splash(nx, ny, dt, _device, steps)
+    sp = make_splash(nx, ny, dt, _device, steps)
+    splash_point, splash_shared = sp.point, sp.point_shared
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     set_prior, predict, filter_range, filter_mean_range = (
         steps.set_prior, steps.predict, steps.filter_range, steps.filter_mean_range)
@@ -238,7 +239,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         fail[c] = lo[c] + f if f >= 0 else -1
 
     @cuda.jit
-    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, ll, obs, fail):
+    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, shared, Ws, Ls, logdets, ll,
+               obs, fail):
         t = cuda.grid(1)
         if t >= offsets[offsets.shape[0] - 1]:
             return
@@ -257,8 +259,16 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         U = cuda.local.array(NXY, cdt)
         L = cuda.local.array(NYY, cdt)
         e = cuda.local.array(NY, cdt)
-        a, o, ok = splash_point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[lo_s], t,
-                                window, broad, m, P, T, U, L, e)
+        done = False
+        ok = True
+        a = 0.0
+        o = False
+        if shared:
+            a, o, done = splash_shared(F[k], H[k], y, offsets[lo_s], t, window, m, T, U, L, e,
+                                       Ws, Ls, logdets)
+        if not done:
+            a, o, ok = splash_point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[lo_s], t,
+                                    window, broad, m, P, T, U, L, e)
         ll[t] = a
         obs[t] = 1 if o else 0
         fail[t] = 0 if ok else 1
@@ -403,9 +413,15 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
                   np.where(fc >= 0, fc, f0))
 
 
-def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None
-           ) -> LoglikOut:
-    """The paper's windowed approximation, a thread per time step."""
+def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,
+           shared: bool | None = None) -> LoglikOut:
+    """The paper's windowed approximation, a thread per time step.
+
+    ``shared`` as for :func:`bulkem.engines.kalman_cpu.splash`; the shared
+    covariance recursion of a window is computed on the host.
+    """
+    from .kalman_cpu import splash_gains
+
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     dev = to_device(batch) if dev is None else dev
@@ -413,6 +429,8 @@ def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | Non
     ll_t = cuda.device_array(n_total, np.float64)
     obs_t = cuda.device_array(n_total, np.int8)
     fail_t = cuda.device_array(n_total, np.int8)
-    p["splash"][_grid(n_total)](*dev, int(window), batch.y.dtype.type(broad), ll_t, obs_t,
-                                fail_t)
+    use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
+    p["splash"][_grid(n_total)](*dev, int(window), batch.y.dtype.type(broad), use,
+                                cuda.to_device(Ws), cuda.to_device(Ls), cuda.to_device(logdets),
+                                ll_t, obs_t, fail_t)
     return gather_steps(batch, ll_t.copy_to_host(), obs_t.copy_to_host(), fail_t.copy_to_host())
