@@ -246,7 +246,7 @@ def statsmodels_loglik(ys, model: StateSpace) -> np.ndarray:
 
 
 def long_models():
-    return {"2-D random walk": ("rw", StateSpace.random_walk(2, q=0.1, r=1.0)),
+    return {"RW 2-D": ("rw", StateSpace.random_walk(2, q=0.1, r=1.0)),
             "AR(10)": ("ar", ar10())}
 
 
@@ -270,6 +270,10 @@ def section_b(args, gpu: bool) -> None:
         t, out = best_of(lambda b=batch, w=w: kalman_cpu.splash(b, w, 1e6), repeat=2)
         row(f"{name}: splash (window {w}), CPU cores", fmt_s(t), f"{t_seq / t:.1f}x",
             f"{out.loglik[0] - exact_ll:+.3g}")
+        t, out = best_of(lambda b=batch, w=w: kalman_cpu.splash(b, w, 1e6, shared=False),
+                         repeat=2)
+        row("  ... every window its own covariances", fmt_s(t), f"{t_seq / t:.1f}x",
+            f"{out.loglik[0] - exact_ll:+.3g}")
         if not gpu:
             row(f"{name}: scan / splash on the GPU", "not measured yet (no usable GPU)", "", "")
             continue
@@ -282,9 +286,18 @@ def section_b(args, gpu: bool) -> None:
         t, out = best_of(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=5)
         row(f"{name}: scan, GPU, data there", fmt_s(t), f"{t_seq / t:.1f}x",
             f"{out.loglik[0] - exact_ll:+.2e}")
+        for c0 in (8, 32, 64):  # the level-0 chunk (kalman_config.CUDA_SCAN_CHUNK0) tried
+            t, out = best_of(lambda b=batch, d=dev, c0=c0: kalman_cuda.scan(b, chunk0=c0, dev=d),
+                             repeat=3)
+            row(f"  ... chunks of {c0} steps", fmt_s(t), f"{t_seq / t:.1f}x",
+                f"{out.loglik[0] - exact_ll:+.2e}")
         t, out = best_of(lambda b=batch, d=dev, w=w: kalman_cuda.splash(b, w, 1e6, dev=d),
                          repeat=5)
         row(f"{name}: splash (window {w}), GPU, data there", fmt_s(t), f"{t_seq / t:.1f}x",
+            f"{out.loglik[0] - exact_ll:+.3g}")
+        t, out = best_of(lambda b=batch, d=dev, w=w: kalman_cuda.splash(b, w, 1e6, dev=d,
+                                                                      shared=False), repeat=3)
+        row("  ... every window its own covariances", fmt_s(t), f"{t_seq / t:.1f}x",
             f"{out.loglik[0] - exact_ll:+.3g}")
         t, out = best_of(lambda b=batch: kalman_cuda.exact(b), repeat=2)
         row(f"{name}: sequential filter, 1 GPU thread", fmt_s(t), f"{t_seq / t:.2f}x",
