@@ -31,6 +31,10 @@ CUDA_SCAN_TARGET_CHUNKS = 1 << 18
 # --- splash ---
 CPU_SPLASH_BLOCK = 256  # time steps per parallel task
 SPLASH_BROAD_VAR = 1e6  # default variance of the broad prior that starts each window
+# Splash step terms are summed in chunks of this many steps (on the GPU, a
+# thread per chunk), then the chunks of a series in order: one order on both
+# engines, and only the chunk sums leave the GPU.
+SPLASH_SUM_CHUNK = 64
 
 # --- CUDA launches ---
 CUDA_THREADS = 128  # threads per block of every Kalman kernel (the paper: 128 or 256)

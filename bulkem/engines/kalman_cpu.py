@@ -17,10 +17,11 @@ from ..models.ssm.plan import (
     LoglikOut,
     SeriesBatch,
     chunk0_for,
+    chunk_sums,
     gather,
-    gather_steps,
     plan_levels,
     shared_series,
+    step_chunks,
     subset,
 )
 from ..models.ssm.scan import element_size, make_scan
@@ -395,7 +396,8 @@ def splash(batch: SeriesBatch, window: int, broad: float, shared: bool | None = 
     p["splash"](batch.y, batch.offsets, batch.model_idx, *_models(batch), window,
                 batch.y.dtype.type(broad), kc.CPU_SPLASH_BLOCK, use, Ws, Ls, logdets, ll_t,
                 obs_t, fail_t)
-    return gather_steps(batch, ll_t, obs_t, fail_t)
+    lev = step_chunks(batch.offsets, kc.SPLASH_SUM_CHUNK)  # the GPU engine's order of sums
+    return gather(batch, lev, *chunk_sums(lev, ll_t, obs_t, fail_t))
 
 
 def smooth(y: np.ndarray, model) -> dict:

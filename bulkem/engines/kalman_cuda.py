@@ -35,9 +35,9 @@ from ..models.ssm.plan import (
     SeriesBatch,
     chunk0_for,
     gather,
-    gather_steps,
     plan_levels,
     shared_series,
+    step_chunks,
 )
 from ..models.ssm.scan import element_size, make_scan
 from ..models.ssm.splash import make_splash
@@ -273,9 +273,28 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         obs[t] = 1 if o else 0
         fail[t] = 0 if ok else 1
 
-    progs = dict(exact=exact, exact_shared=exact_shared, time_major=time_major,
-                 scan_up0=scan_up0, scan_up=scan_up, scan_down=scan_down, scan_final=scan_final,
-                 splash=splash, ne=element_size(nx))
+    @cuda.jit
+    def chunk_sums(ll_t, obs_t, fail_t, lo, hi, ll_c, n_c, fail_c):
+        """Per chunk, in step order: sum of the step terms, observed steps, first failure."""
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        acc = 0.0
+        n = 0
+        f = -1
+        for t in range(lo[c], hi[c]):
+            acc += ll_t[t]
+            n += obs_t[t]
+            if f < 0 and fail_t[t] != 0:
+                f = t
+        ll_c[c] = acc
+        n_c[c] = n
+        fail_c[c] = f
+
+    progs = dict(chunk_sums=chunk_sums, exact=exact, exact_shared=exact_shared,
+                 time_major=time_major, scan_up0=scan_up0, scan_up=scan_up,
+                 scan_down=scan_down, scan_final=scan_final, splash=splash,
+                 ne=element_size(nx))
     _compiled[key] = progs
     return progs
 
@@ -379,28 +398,43 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     if chunk0 is None:
         chunk0 = chunk0_for(batch.offsets[-1], kc.CUDA_SCAN_CHUNK0, kc.CUDA_SCAN_TARGET_CHUNKS)
     levels = plan_levels(batch.offsets, chunk0, chunk or kc.CUDA_SCAN_CHUNK)
-    tables = [tuple(cuda.to_device(a) for a in (lev.lo, lev.hi, lev.first, lev.last,
-                                                 lev.series)) for lev in levels]
+    # every level's chunk table in one copy, every level's elements in one allocation
+    host = [a.astype(np.int64, copy=False) for lev in levels
+            for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
+    flat = cuda.to_device(np.concatenate(host))
+    tables, pos = [], 0
+    for li in range(len(levels)):
+        views = []
+        for k in range(5):
+            n = len(host[5 * li + k])
+            views.append(flat[pos:pos + n])
+            pos += n
+        tables.append(tuple(views))
     dt = batch.y.dtype
     ne = p["ne"]
+    sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
+    buf = cuda.device_array(max(1, 2 * ne * sum(sizes)), dt)
+    bufs, pos = [], 0
+    for n in sizes + sizes:
+        bufs.append(buf[pos:pos + ne * n].reshape(ne, n))
+        pos += ne * n
     models = (dev.F, dev.H, dev.Q, dev.R, dev.m0, dev.P0)
-    elems = [None]
+    elems = [None] + bufs[:len(sizes)]  # elems[l]: the elements of level l
+    prefixes = [None] + bufs[len(sizes):]
     fail0 = cuda.device_array(levels[0].n_chunks, np.int64)
     for li, lev in enumerate(levels[:-1]):
         lo, hi, first, last, series = tables[li]
-        E = cuda.device_array((ne, lev.n_chunks), dt)
         if li == 0:
             p["scan_up0"][_grid(lev.n_chunks)](dev.y, lo, hi, first, last, series,
-                                               dev.model_idx, *models, E, fail0)
+                                               dev.model_idx, *models, elems[1], fail0)
         else:
-            p["scan_up"][_grid(lev.n_chunks)](elems[li], lo, hi, last, E)
-        elems.append(E)
+            p["scan_up"][_grid(lev.n_chunks)](elems[li], lo, hi, last, elems[li + 1])
     prefix_next = cuda.device_array((ne, 0), dt)
     for li in range(len(levels) - 1, 0, -1):
         lo, hi, first, last, series = tables[li]
-        prefix = cuda.device_array((ne, levels[li - 1].n_chunks), dt)
-        p["scan_down"][_grid(levels[li].n_chunks)](elems[li], prefix_next, lo, hi, first, prefix)
-        prefix_next = prefix
+        p["scan_down"][_grid(levels[li].n_chunks)](elems[li], prefix_next, lo, hi, first,
+                                                   prefixes[li])
+        prefix_next = prefixes[li]
     lev = levels[0]
     lo, hi, first, last, series = tables[0]
     ll_c = cuda.device_array(lev.n_chunks, np.float64)
@@ -433,4 +467,11 @@ def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | Non
     p["splash"][_grid(n_total)](*dev, int(window), batch.y.dtype.type(broad), use,
                                 cuda.to_device(Ws), cuda.to_device(Ls), cuda.to_device(logdets),
                                 ll_t, obs_t, fail_t)
-    return gather_steps(batch, ll_t.copy_to_host(), obs_t.copy_to_host(), fail_t.copy_to_host())
+    # Only the sums of chunks of steps come back (the CPU engine adds in the same order).
+    lev = step_chunks(batch.offsets, kc.SPLASH_SUM_CHUNK)
+    n = lev.n_chunks
+    tables = cuda.to_device(np.concatenate([lev.lo, lev.hi]))
+    ll_c, n_c, fail_c = (cuda.device_array(n, np.float64), cuda.device_array(n, np.int64),
+                         cuda.device_array(n, np.int64))
+    p["chunk_sums"][_grid(n)](ll_t, obs_t, fail_t, tables[:n], tables[n:], ll_c, n_c, fail_c)
+    return gather(batch, lev, ll_c.copy_to_host(), n_c.copy_to_host(), fail_c.copy_to_host())

@@ -231,16 +231,32 @@ def gather(batch: SeriesBatch, lev, ll_c, n_c, fail_c) -> LoglikOut:
     return LoglikOut(ll, np.rint(nobs).astype(np.int64), fail)
 
 
-def gather_steps(batch: SeriesBatch, ll_t, obs_t, fail_t) -> LoglikOut:
-    """Per-series totals of per-step results (splash), in step order; the first failing step."""
-    ll = segment_sums(ll_t, batch.offsets)
-    n = batch.n_series
-    nobs = np.zeros(n, dtype=np.int64)
-    fail = np.full(n, -1, dtype=np.int64)
-    if len(obs_t):
-        nonempty = np.flatnonzero(batch.lengths > 0)
-        nobs[nonempty] = np.add.reduceat(obs_t.astype(np.int64), batch.offsets[nonempty])
-    for t in np.flatnonzero(fail_t)[::-1]:
-        s = np.searchsorted(batch.offsets, t, side="right") - 1
-        fail[s] = t - batch.offsets[s]
-    return LoglikOut(ll, nobs, fail)
+def step_chunks(offsets: np.ndarray, size: int) -> Level:
+    """Each series' steps cut into chunks of ``size``: the order in which step terms are summed."""
+    return _chunks(np.asarray(offsets, dtype=np.int64), size)[0]
+
+
+@njit(cache=True, nogil=True)
+def _chunk_sums(ll_t, obs_t, fail_t, lo, hi, ll_c, n_c, fail_c):
+    for c in range(len(lo)):
+        acc = 0.0
+        n = 0
+        f = -1
+        for t in range(lo[c], hi[c]):
+            acc += ll_t[t]
+            n += obs_t[t]
+            if f < 0 and fail_t[t]:
+                f = t
+        ll_c[c] = acc
+        n_c[c] = n
+        fail_c[c] = f
+
+
+def chunk_sums(lev: Level, ll_t, obs_t, fail_t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per chunk of ``lev``: the sum of the step terms in step order, observed steps, first
+    failing step (or -1); what the GPU engine computes on the device."""
+    n = lev.n_chunks
+    ll_c, n_c, fail_c = np.zeros(n), np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    _chunk_sums(np.asarray(ll_t, np.float64), np.asarray(obs_t, np.int64),
+                np.asarray(fail_t, np.int8), lev.lo, lev.hi, ll_c, n_c, fail_c)
+    return ll_c, n_c, fail_c
