@@ -1,9 +1,11 @@
 """CPU engine of the Kalman likelihoods: Numba ``prange`` loops over series, chunks or steps.
 
 The per-step math is :mod:`bulkem.models.ssm.kalman` (and ``scan``,
-``splash``) compiled with ``numba.njit(inline="always")``; this module only
-loops.  Each series, chunk or block of steps is one parallel task that
-allocates its own small state arrays once.
+``splash``): the per-step functions compiled with
+``numba.njit(inline="always")`` into the functions that loop over steps,
+which are compiled once each with ``numba.njit(error_model="numpy")``; this
+module only runs them over the batch.  Each series, chunk or block of steps
+is one parallel task that allocates its own small state arrays once.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from ..models.ssm.plan import (
     plan_levels,
     shared_series,
     step_chunks,
+    subset,
 )
 from ..models.ssm.scan import element_size, make_scan
 from ..models.ssm.splash import make_splash
@@ -375,8 +376,6 @@ def exact(batch: SeriesBatch, shared: bool | None = None, dev: DeviceBatch | Non
     ll_h, nobs_h = ll.copy_to_host(), nobs.copy_to_host()
     if len(rest):
         if len(rest) < n:
-            from ..models.ssm.plan import subset
-
             batch = subset(batch, rest)
             dev = to_device(batch)
         m = batch.n_series
