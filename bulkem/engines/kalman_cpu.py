@@ -362,7 +362,7 @@ def splash_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | N
                  ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
     """The covariance recursion shared by every splash window from the broad prior.
 
-    Returns ``(use, Ws, Ls, logdets)``; ``use`` False (and empty arrays) with
+    Returns ``(use, Ws, Ls, logdets)``; ``use`` False (and unused arrays) with
     one model per series, when ``shared`` is False, or if the recursion fails.
     """
     md = batch.models
@@ -370,14 +370,14 @@ def splash_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | N
     Ws = np.zeros(window * md.nx * md.ny, dt)
     Ls = np.zeros(window * md.ny * md.ny, dt)
     logdets = np.zeros(window)
-    if shared is False or len(md.F) != 1:
-        return False, Ws[:0], Ls[:0], logdets[:0]
+    if shared is False or len(md.F) != 1:  # (dummies of length 1: no empty GPU arrays)
+        return False, Ws[:1], Ls[:1], logdets[:1]
     p = _programs(md.nx, md.ny, md.kind, dt)
     prior = (np.eye(md.nx) * broad).reshape(-1).astype(dt)
     bad = p["gains"](md.F[0], md.H[0], md.Q[0], md.R[0], np.zeros(md.nx, dt), prior, window,
                      Ws, Ls, logdets)
     if bad >= 0:
-        return False, Ws[:0], Ls[:0], logdets[:0]
+        return False, Ws[:1], Ls[:1], logdets[:1]
     return True, Ws, Ls, logdets
 
 

@@ -428,7 +428,7 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
                                                dev.model_idx, *models, elems[1], fail0)
         else:
             p["scan_up"][_grid(lev.n_chunks)](elems[li], lo, hi, last, elems[li + 1])
-    prefix_next = cuda.device_array((ne, 0), dt)
+    prefix_next = cuda.device_array((ne, 1), dt)  # (unread: the top's chunks come first)
     for li in range(len(levels) - 1, 0, -1):
         lo, hi, first, last, series = tables[li]
         p["scan_down"][_grid(levels[li].n_chunks)](elems[li], prefix_next, lo, hi, first,
