@@ -1,8 +1,12 @@
 """Compile every Kalman CUDA kernel for sm_90 without a GPU; print registers and local memory.
 
-    LD_LIBRARY_PATH=/usr/local/cuda/lib64 CUDA_HOME=/usr/local/cuda \
+    PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:$NVRTC_LIB \
+        CUDA_HOME=/usr/local/cuda \
         python benchmarks/kalman_ptx_offline.py [--models ar10,rw2,rw10] [--dtypes float64]
 
+(``NVRTC_LIB``: the ``nvidia/cu13/lib`` folder of the unzipped
+``nvidia-cuda-nvrtc`` 13.0 wheel, which numba-cuda loads to pick the target;
+the development machines' CUDA 13.0 toolkit lacks libnvrtc.)
 Numba compiles each kernel to PTX (needs libNVVM, not a GPU) and ``ptxas``
 assembles it, so a kernel that the real compiler rejects (which the
 simulator would accept) fails here, and ``ptxas -v`` reports the registers,
