@@ -3,10 +3,13 @@
 from . import datasets
 from .api import fit
 from .models import FAMILIES
+from .models.ssm import StateSpace
 from .result import FitResult
+from .ssm import kalman_loglik
 
 __version__ = "0.1.0"
-__all__ = ["fit", "FitResult", "FAMILIES", "datasets", "__version__"]
+__all__ = ["fit", "FitResult", "FAMILIES", "StateSpace", "kalman_loglik", "datasets",
+           "__version__"]
 
 
 def __getattr__(name: str):
