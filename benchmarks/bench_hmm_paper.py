@@ -158,6 +158,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, nargs=2, default=[2, 6], metavar=("K1", "K2"),
                     help="Baum-Welch: time fit(max_iter=K2) - fit(max_iter=K1)")
     ap.add_argument("--cpu-max", type=int, default=64, help="bulkem CPU for N <= this")
+    ap.add_argument("--csv", help="also write the table here (the vignettes read it)")
     args = ap.parse_args()
     from bulkem.engines.cuda import available
 
@@ -167,6 +168,7 @@ def main() -> None:
     print(f"{'N=M':>5}{'T':>6}{'what':>11}{'bulkem GPU':>12}{'PyTorch':>11}{'bulkem CPU':>12}"
           f"{'floor':>9}{'published':>11}  (ms; agreement of the log-likelihoods)")
     rng = np.random.default_rng(1)
+    table = []
     for N in args.sizes:
         p = model(N, rng)
         for T in args.lengths:
@@ -205,6 +207,16 @@ def main() -> None:
                 print(f"{N:>5}{T:>6}{what:>11}{cell(g, 12)}{cell(t, 11)}{cell(c, 12)}"
                       f"{floor:>9.3f}{(f'{pub:,.1f}' if pub else '-'):>11}  ({agree:.1e})",
                       flush=True)
+                table.append(dict(N=N, T=T, what=what,
+                                  bulkem_gpu_ms=g[0] if g else np.nan,
+                                  pytorch_ms=t[0] if t else np.nan,
+                                  bulkem_cpu_ms=c[0] if c else np.nan, floor_ms=floor,
+                                  published_ms=pub or np.nan, device=name if gpu else "none",
+                                  date=str(datetime.date.today())))
+    if args.csv:
+        import pandas as pd
+
+        pd.DataFrame(table).to_csv(args.csv, index=False)
 
 
 if __name__ == "__main__":
