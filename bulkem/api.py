@@ -248,6 +248,9 @@ def fit(
         seed = _check_int("seed", seed, 0)
     pairs = fam.read(datasets, dataset_col, value_col, options)
     model = fam.model(pairs, M, options)
+    if dtype not in getattr(model, "dtypes", DTYPES):
+        raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
+                         f"one of {list(model.dtypes)}.")
     if init_method is None:
         init_method = model.default_init
     if init_method not in starts.INIT_METHODS:

@@ -18,7 +18,7 @@ from numba import njit, prange
 from .. import config
 
 # Every way of drawing random starts; each model offers some of them.
-INIT_METHODS = ("subset", "kmeans++", "dirichlet")
+INIT_METHODS = ("subset", "kmeans++", "dirichlet", "random")
 
 _U = np.uint64
 _M1 = _U(0xBF58476D1CE4E5B9)

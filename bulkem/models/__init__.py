@@ -1,7 +1,8 @@
 """The models bulkem fits, by family name.
 
 Each model supplies the EM driver's pieces (:mod:`bulkem.models.base`):
-mixtures (:mod:`.mixture`) and hidden Markov models (:mod:`.hmm`).  A family
+mixtures (:mod:`.mixture`), hidden Markov models (:mod:`.hmm`) and state-space
+models (:mod:`.ssm`: AR(p) plus noise, local level).  A family
 reads its input form (``read``) and builds the model for the data and
 options (``model``).
 """
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 from .hmm import HMM
 from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
+from .ssm.family import AR_FAMILY, LOCAL_LEVEL_FAMILY
 
-FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM}
+FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM, AR_FAMILY.name: AR_FAMILY,
+                  LOCAL_LEVEL_FAMILY.name: LOCAL_LEVEL_FAMILY}
 
 
 def get(name):
