@@ -91,6 +91,9 @@ class SSMResult(FitResult):
             if not 0 <= series < n:
                 raise IndexError(f"dataset {dataset!r} has {n} series; got series = {series}.")
             return data.values[data.units[g + series]:data.units[g + series + 1]]
+        return self._new(series)
+
+    def _new(self, series: Any) -> np.ndarray:
         y = np.asarray(series, dtype=np.float64)
         if y.ndim != 1:
             raise ValueError(f"series has shape {y.shape}; expected a 1-D array, or the "
@@ -140,14 +143,12 @@ class SSMResult(FitResult):
         ----------
         dataset : identifier
             As in ``summary["dataset"]``.
-        series : int, array-like or list of array-like
-            The position of one of the dataset's series, one new series, or a
-            list of new series.
+        series : array-like or list of array-like
+            One series (1-D, NaN for a missing step) or a list of series.
         """
         from ..ssm import kalman_loglik
 
         many = isinstance(series, (list, tuple)) and len(series) and not np.isscalar(series[0])
-        ys = [self._series(dataset, s) for s in series] if many else [
-            self._series(dataset, series)]
+        ys = [self._new(s) for s in series] if many else [self._new(series)]
         out = kalman_loglik(ys, self.state_space(dataset), backend="cpu")
         return float(out["loglik"].sum())
