@@ -3,12 +3,16 @@
 Every draw is :func:`bulkem.fitting.starts.uniform` of (seed, dataset key,
 start, counter), scaled by moments of the dataset's observed values:
 
-* AR(p): partial autocorrelations ``k_1..k_p`` uniform in
-  ``(-AR_PACF_MAX, AR_PACF_MAX)`` (counters ``0..p-1``), turned into
-  coefficients by the Levinson step-up recursion, so every start is
-  stationary; a share ``w`` (counter ``p``) of the mean square ``E[y^2]`` goes
-  to the AR process (``state_var = w E[y^2] prod(1 - k_m^2)``), the rest to
-  the observation noise.
+* AR(p): from the dataset's sample autocovariances ``c_0..c_p`` (pooled
+  over its series, pairs of observed steps).  A share ``w`` of ``c_0``
+  (counter 0) goes to the AR process, the rest to the observation noise
+  (which adds to lag 0 only); the Durbin-Levinson recursion on ``(w c_0,
+  c_1, ..., c_p)`` gives partial autocorrelations ``k_1..k_p`` (``w`` moved
+  halfway to 1 while they are not all inside ``(-AR_PACF_MAX,
+  AR_PACF_MAX)``; at ``w = 1`` they are), each then moved by up to
+  ``AR_PACF_JITTER`` (counters ``1..p``) and clipped; the Levinson step-up
+  turns them into coefficients, so every start is stationary, and
+  ``state_var = w c_0 prod(1 - k_m^2)``, ``obs_var = (1 - w) c_0``.
 * local level: ``E[(y_{t+1} - y_t)^2] = state_var + 2 obs_var`` (consecutive
   observed steps) is split by a share ``w`` (counter 0); ``level0`` is the
   mean of the series' first observed values plus ``u sqrt(state_var)``,
@@ -22,8 +26,10 @@ from numba import njit, prange
 
 from ...fitting.starts import seed_key, uniform
 
-AR_PACF_MAX = 0.9
+AR_PACF_MAX = 0.95
+AR_PACF_JITTER = 0.2
 SHARE_LO, SHARE_HI = 0.2, 0.8  # the share w of the variance given to the state
+MIN_SHARE_GAP = 1e-3  # the share given to the observation noise is at least this
 
 
 @njit(parallel=True, cache=True)
@@ -69,27 +75,81 @@ def moments(y, units, groups):
     return out
 
 
+@njit(parallel=True, cache=True)
+def autocovariances(y, units, groups, p):
+    """Per dataset, ``c_k = sum y_t y_{t+k} / n_k`` for k = 0..p over pairs of observed steps."""
+    n = len(groups) - 1
+    out = np.zeros((n, p + 1))
+    for d in prange(n):
+        cnt = np.zeros(p + 1)
+        for u in range(groups[d], groups[d + 1]):
+            lo, hi = units[u], units[u + 1]
+            for t in range(lo, hi):
+                if y[t] != y[t]:
+                    continue
+                for k in range(min(p, hi - 1 - t) + 1):
+                    v = y[t + k]
+                    if v == v:
+                        out[d, k] += y[t] * v
+                        cnt[k] += 1.0
+        for k in range(p + 1):
+            out[d, k] = out[d, k] / cnt[k] if cnt[k] > 0 else 0.0
+    return out
+
+
+@njit(inline="always")
+def _pacf(c, w, p, a, tmp, k):
+    """Durbin-Levinson on (w c_0, c_1, ..., c_p): partial autocorrelations into k; all inside?"""
+    v = w * c[0]
+    ok = v > 0.0
+    for m in range(1, p + 1):
+        if not ok:
+            k[m - 1] = 0.0
+            continue
+        s = c[m]
+        for i in range(m - 1):
+            s -= a[i] * c[m - 1 - i]
+        km = s / v
+        k[m - 1] = km
+        ok = abs(km) < AR_PACF_MAX
+        for i in range(m - 1):
+            tmp[i] = a[i] - km * a[m - 2 - i]
+        for i in range(m - 1):
+            a[i] = tmp[i]
+        a[m - 1] = km
+        v *= 1.0 - km * km
+    return ok
+
+
 @njit(parallel=True)
-def _draw_ar(mom, fit_ds, fit_start, keys, seed, p, out):
+def _draw_ar(acov, fit_ds, fit_start, keys, seed, p, out):
     for f in prange(len(fit_ds)):
         d = fit_ds[f]
         key, start = keys[d], fit_start[f]
+        c = acov[d]
         a = np.zeros(p)
         tmp = np.zeros(p)
+        k = np.zeros(p)
+        w = SHARE_LO + (SHARE_HI - SHARE_LO) * uniform(seed, key, start, 0)
+        for _ in range(60):
+            if _pacf(c, w, p, a, tmp, k):
+                break
+            w = 0.5 * (w + 1.0)
+        w = min(w, 1.0 - MIN_SHARE_GAP)
         scale = 1.0
-        for m in range(1, p + 1):  # step-up: AR(m) from AR(m - 1) and k_m
-            k = AR_PACF_MAX * (2.0 * uniform(seed, key, start, m - 1) - 1.0)
+        for m in range(1, p + 1):  # jitter, then step-up: AR(m) from AR(m - 1) and k_m
+            km = k[m - 1] + AR_PACF_JITTER * (2.0 * uniform(seed, key, start, m) - 1.0)
+            km = min(max(km, -AR_PACF_MAX), AR_PACF_MAX)
             for i in range(m - 1):
-                tmp[i] = a[i] - k * a[m - 2 - i]
+                tmp[i] = a[i] - km * a[m - 2 - i]
             for i in range(m - 1):
                 a[i] = tmp[i]
-            a[m - 1] = k
-            scale *= 1.0 - k * k
-        w = SHARE_LO + (SHARE_HI - SHARE_LO) * uniform(seed, key, start, p)
+            a[m - 1] = km
+            scale *= 1.0 - km * km
         for i in range(p):
             out[f, i] = a[i]
-        out[f, p] = w * mom[d, 0] * scale
-        out[f, p + 1] = (1.0 - w) * mom[d, 0]
+        out[f, p] = w * c[0] * scale
+        out[f, p + 1] = (1.0 - w) * c[0]
 
 
 @njit(parallel=True)
@@ -108,13 +168,20 @@ def _draw_level(mom, fit_ds, fit_start, keys, seed, out):
         out[f, 2] = (1.0 - w) * vd / 2.0
 
 
+def dataset_moments(model, data) -> np.ndarray:
+    """What the draws need of every dataset: autocovariances (AR) or :func:`moments`."""
+    if model.family == "ar":
+        return autocovariances(data.values, data.units, data.groups, model.order)
+    return moments(data.values, data.units, data.groups)
+
+
 def draw(model, data, keys, seed, fit_ds, fit_start, out, mom=None) -> None:
     """Random starts of fits (valid-dataset index, start number) into ``out`` (n, n_params).
 
-    ``mom``: :func:`moments` of the batch, if computed already.
+    ``mom``: :func:`dataset_moments` of the batch, if computed already.
     """
     if mom is None:
-        mom = moments(data.values, data.units, data.groups)
+        mom = dataset_moments(model, data)
     sk = seed_key(seed)
     if model.family == "ar":
         _draw_ar(mom, fit_ds, fit_start, keys, sk, model.order, out)

@@ -179,7 +179,7 @@ class SSMModel:
             if out is None:
                 out = np.empty((len(fit_ds), self.n_params))
             if not mom:
-                mom.append(draws.moments(data.values, data.units, data.groups))
+                mom.append(draws.dataset_moments(self, data))
             draws.draw(self, data, keys, seed, fit_ds, fit_start, out, mom[0])
             return out
 
