@@ -37,6 +37,7 @@ KS = 32  # split of the (step, sequence) rows of the transition counts' sum over
 KSG = 128  # ... of the start, occupancy and symbol counts' sum
 RB = 4  # the transition counts' product: outputs per thread in each direction,
 XT = TS * RB  # a block's tile edge,
+RB2 = RB * RB  # (array sizes must be single named constants for the real compiler)
 KT = 16  # and rows of U and W in shared memory at a time
 LOADS = KT * XT // (TS * TS)  # shared values each thread loads per step
 NT = 128  # threads per block of the per-state kernels
@@ -190,8 +191,8 @@ def _xi_partial(x, off, B, V, alpha, beta, eb, z, M, N, rows, part):
     kz = cuda.blockIdx.z
     ut = cuda.shared.array((KT, XT), float64)
     wt = cuda.shared.array((KT, XT), float64)
-    acc = cuda.local.array(RB * RB, float64)
-    for q in range(RB * RB):
+    acc = cuda.local.array(RB2, float64)
+    for q in range(RB2):
         acc[q] = 0.0
     per = (rows + cuda.gridDim.z - 1) // cuda.gridDim.z
     lo = kz * per
