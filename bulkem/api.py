@@ -19,6 +19,7 @@ from .progress import Progress
 from .result import FitResult
 
 BACKENDS = ("auto", "cpu", "cuda")
+_COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
 DTYPES = ("float64", "float32")
 
 
@@ -284,6 +285,10 @@ def fit(
     job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, float(tol),
                    init_method, float(reg_covar))
     bar = Progress(progress, len(job.fit_ds))
+    compiled = (model.key, engine, np.dtype(dtype).name)
+    if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
+        bar.phase("compiling kernels, first use; kept on disk for the next run")
+        _COMPILED.add(compiled)
     early: dict = {}
     result_class = model.result_class
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln
 
 from .base import FitResult
 
@@ -52,6 +51,8 @@ class HMMResult(FitResult):
     def _const(self, seqs: list[np.ndarray]) -> np.ndarray:
         if self._model.emission.name != "poisson":
             return np.zeros(len(seqs))
+        from scipy.special import gammaln
+
         return np.array([-gammaln(s + 1.0).sum() for s in seqs])
 
     def score(self, dataset: Any, sequences: Any) -> float:

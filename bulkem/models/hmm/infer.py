@@ -16,9 +16,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ...engines.cuda.compat import cuda  # (module level: the simulator swaps it there)
+from ...kernels.cache import njit_cached
 from ...kernels.scaled import LN2, exponent
 from ...kernels.target import CPU
 
@@ -178,7 +179,7 @@ def _cpu_runners(model):
     units = make_units(model, np.float64, CPU)
     fwd, post, vit = units.forward, units.posterior, units.viterbi
 
-    @njit(parallel=True)
+    @njit_cached(("hmm-infer", model.key), parallel=True)
     def work_rows(params, out):
         for k in prange(len(params)):
             scratch = np.empty(1)
@@ -186,13 +187,13 @@ def _cpu_runners(model):
             if not base == 0.0:  # a parameter out of its domain
                 out[k, :] = np.nan
 
-    @njit(parallel=True)
+    @njit_cached(("hmm-infer", model.key), parallel=True)
     def run_score(work, which, x, offsets, out):
         for u in prange(len(offsets) - 1):
             scratch = np.empty(4 * N)
             out[u] = fwd(x, offsets[u], offsets[u + 1] - offsets[u], work[which[u]], scratch)
 
-    @njit(parallel=True)
+    @njit_cached(("hmm-infer", model.key), parallel=True)
     def run_posterior(work, which, x, offsets, gamma, out):
         for u in prange(len(offsets) - 1):
             scratch = np.empty(4 * N)
@@ -201,7 +202,7 @@ def _cpu_runners(model):
             out[u] = post(x, offsets[u], T, work[which[u]], scratch, buf,
                           gamma[offsets[u] * N:offsets[u + 1] * N])
 
-    @njit(parallel=True)
+    @njit_cached(("hmm-infer", model.key), parallel=True)
     def run_viterbi(work, lw, which, x, offsets, path, out):
         for u in prange(len(offsets) - 1):
             scratch = np.empty(4 * N)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln
 
 from ...data import Packed, Ragged
 from ...fitting import starts
@@ -157,6 +156,8 @@ class HMMModel:
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
         if self.emission.name == "poisson":
+            from scipy.special import gammaln
+
             const = -np.add.reduceat(gammaln(data.values + 1.0),
                                      data.value_offsets[:-1]) if len(data.values) else const
         return (x, data.units), data.groups, const
