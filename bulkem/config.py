@@ -24,6 +24,9 @@ REDO_FLOAT64 = 6
 # A component whose summed responsibility falls below this many observations
 # is reported as collapsed.
 MIN_COMPONENT_MASS = 1e-8
+# A probability computed by an M-step may exceed 1 by rounding (a sum of counts over its
+# total); up to this much it is accepted as 1 would be.
+PROB_RTOL = 1e-9
 # Relative fall of the log-likelihood tolerated as rounding, by compute dtype.
 DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
 # Largest accepted shape parameter lambda/mu of an inverse-Gaussian component:

@@ -120,11 +120,11 @@ class HMMFamily:
             K = next((u.shape[1] for _, units in pairs for u in units if len(u)), 1)
         elif name == "categorical":
             K = options.get("n_symbols")
-            if K is None:
-                vals = [u[np.isfinite(u)] for _, units in pairs for u in units]
-                vals = np.concatenate(vals) if vals else np.empty(0)
-                vals = vals[(vals >= 0) & (vals == np.round(vals))]
-                K = int(vals.max()) + 1 if len(vals) else 1
+            if K is None:  # the largest symbol + 1, over the datasets that are all symbols
+                tops = [max(u.max() for u in units) for _, units in pairs
+                        if units and all(len(u) and np.all(np.isfinite(u)) and np.all(u >= 0)
+                                         and np.all(u == np.round(u)) for u in units)]
+                K = int(max(tops)) + 1 if tops else 1
             elif isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
                 raise ValueError(f"n_symbols must be an integer >= 1; got n_symbols = {K!r}.")
         else:

@@ -122,6 +122,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     ONE = dtype(1.0)
     CAST = dtype  # the forward vectors come back from the float64 buffer in the compute dtype
     MIN_MASS = config.MIN_COMPONENT_MASS
+    ONE_PLUS = 1.0 + config.PROB_RTOL
     COLLAPSE = config.DEGENERATE_COLLAPSE
 
     def setup(data, lo, hi, step, tot):
@@ -131,7 +132,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         ok = True
         for i in range(N):
             p = params[i]
-            ok = ok and p >= 0.0 and p <= 1.0
+            ok = ok and p >= 0.0 and p <= ONE_PLUS  # (an M-step may round a sum to 1 + 1 ulp)
             work[i] = p
             row = 0.0
             for j in range(N):
@@ -139,7 +140,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 ok = ok and a >= 0.0
                 row += a
                 work[PT + i * N + j] = a
-            ok = ok and row <= 1.0 + 1e-9
+            ok = ok and row <= ONE_PLUS
             work[WX + i] = max(1.0 - row, 0.0)
         ok = prep_e(params, PE, N, K, work, WE) and ok
         return 0.0 if ok else math.nan
