@@ -138,7 +138,7 @@ done
 
 say "figures"
 missing=0
-for fig in bmi_fits bmi_starts bmi_bic demo_timing demo_truth \
+for fig in bmi_fits bmi_starts bmi_bic demo_timing demo_truth hmm_paper hmm_decoded \
            bmi_fits_py bmi_starts_py bmi_bic_py demo_timing_py demo_truth_py \
            kalman_speed_py kalman_error_py hmm_paper_py hmm_path_py; do
     f="$OUT/$fig.png"
