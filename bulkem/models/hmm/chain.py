@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import config
-from ...kernels.scaled import LN2, exponent
+from ...kernels.scaled import LN2, exponent, pow2
 from ..base import Pieces, Sizes
 
 
@@ -115,6 +115,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
     expo = jit(exponent)
+    two = jit(pow2)
     accum = jit(emission.accum)
     prep_e = jit(emission.prep)
     mstep_e = jit(emission.mstep)
@@ -155,8 +156,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             s += v
         ex = expo(s)
         scale = ex
+        sc = two(-ex)
         for j in range(N):
-            a[j] = math.ldexp(nb[j], -ex)
+            a[j] = CAST(np.float64(nb[j]) * sc)
             buf[j] = a[j]
         for t in range(1, T):
             shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
@@ -170,8 +172,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 s += v
             ex = expo(s)
             scale += ex
+            sc = two(-ex)
             for j in range(N):
-                a[j] = math.ldexp(nb[j], -ex)
+                a[j] = CAST(np.float64(nb[j]) * sc)
                 buf[t * N + j] = a[j]
         s = ZERO
         for j in range(N):
@@ -214,9 +217,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 if t == 0:
                     stats[i] += g
                 sb += nb[i]
-            ex = expo(sb)
+            sc = two(-expo(sb))
             for i in range(N):
-                b[i] = math.ldexp(nb[i], -ex)
+                b[i] = CAST(np.float64(nb[i]) * sc)
         return ll
 
     unit_f = jit(unit)

@@ -20,7 +20,7 @@ from numba import prange
 
 from ...engines.cuda.compat import cuda  # (module level: the simulator swaps it there)
 from ...kernels.cache import njit_cached
-from ...kernels.scaled import LN2, exponent
+from ...kernels.scaled import LN2, exponent, pow2
 from ...kernels.target import CPU
 
 
@@ -52,6 +52,7 @@ def make_units(model, dtype, target) -> Units:
     jit = target.jit
     dens = jit(model.emission.dens)
     expo = jit(exponent)
+    two = jit(pow2)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
 
@@ -74,8 +75,9 @@ def make_units(model, dtype, target) -> Units:
                 s += v
             ex = expo(s)
             scale += ex
+            sc = two(-ex)
             for j in range(N):
-                a[j] = math.ldexp(nb[j], -ex)
+                a[j] = nb[j] * sc
                 if keep:
                     buf[t * N + j] = a[j]
         s = ZERO
@@ -114,9 +116,9 @@ def make_units(model, dtype, target) -> Units:
                     acc += work[PT + i * N + j] * e[j] * b[j]
                 nb[i] = acc
                 sb += acc
-            ex = expo(sb)
+            sc = two(-expo(sb))
             for i in range(N):
-                b[i] = math.ldexp(nb[i], -ex)
+                b[i] = nb[i] * sc
             t -= 1
         return ll
 
