@@ -130,3 +130,9 @@ LARGE_CUDA_CHECK_EVERY = 8
 # Marshal the per-iteration kernels' arguments once per fit instead of at every
 # launch (numba-cuda internals; the ordinary launch is used where they differ).
 LARGE_CUDA_PREPARED_LAUNCH = True
+
+# --- TMAP family (issue 14) ---
+# Random starts (the paper's section 4.1): rates are scaled down so that
+# x_max * lambda_max is at most this (the paper's margin from float32's exp
+# underflow at about 88).
+TMAP_START_MAX_RATE_X = 60.0

@@ -45,6 +45,9 @@ class HMMModel:
     name = "hmm"
     component_label = "state"
     terminating = False
+    # The items the lanes split are the data's units (sequences): the wide
+    # engine (bulkem.engines.wide) may deal them to threads in any order.
+    unit_items = True
 
     @property
     def layout(self) -> ChainLayout:
