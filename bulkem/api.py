@@ -291,8 +291,12 @@ def fit(
             from .engines import cuda as eng
         else:
             from .engines import cpu as eng
+        from .engines import wide as wide_units
+
         if len(job.fit_ds) and wide.use_large(job, engine):
             wide.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
+        elif len(job.fit_ds) and wide_units.use_wide(job, engine):
+            wide_units.run_fits(job, bar, engine, on_starts)  # few fits of many units
         elif len(job.fit_ds):
             eng.run_fits(job, bar, on_starts)
     finally:

@@ -51,7 +51,7 @@ class TMAPFamily:
             raise ValueError(f"value_col={value_col!r}: family='tmap' takes one value column "
                              "(the inter-arrival times).")
         return read_units(datasets, dataset_col, options.get("run_col", "run"), value_col,
-                          multi=False, words=WORDS)
+                          multi=False, words=WORDS, packed=True)
 
     def model(self, pairs: list, n_components: int | None, options: dict) -> TMAPModel:
         """The :class:`TMAPModel` for these options.

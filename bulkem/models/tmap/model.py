@@ -18,13 +18,47 @@ import numpy as np
 import pandas as pd
 
 from ...data import Packed, Ragged
+from ...data.units import UnitArrays
 from ...fitting import starts
-from ..hmm.model import HMMModel, pack_units
+from ..hmm.model import HMMModel
 from . import draws
 from .erlang import erlang
 
-# Rows per trace whose row sums may exceed 1 by this much (rounding of a user's start).
+# Rows of a user's Pi may sum to 1 plus this much (rounding).
 ROW_SUM_SLACK = 1e-9
+MAX_LISTED = 3  # bad runs named in a trace's message (then how many in all)
+
+
+def _as_arrays(runs) -> tuple[np.ndarray, np.ndarray]:
+    """A trace's runs (a list of 1-D arrays or :class:`UnitArrays`) -> (values, lengths)."""
+    if isinstance(runs, UnitArrays):
+        return np.asarray(runs.values, np.float64), np.asarray(runs.lengths, np.int64)
+    lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+    values = np.concatenate(runs) if len(runs) else np.empty(0)
+    return values.astype(np.float64, copy=False), lengths
+
+
+def _bad_runs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the runs that are empty or hold a value not positive and finite."""
+    bad = np.concatenate([[0], np.cumsum(~(np.isfinite(values) & (values > 0)))])
+    ends = np.cumsum(lengths)
+    return np.flatnonzero((lengths == 0) | (bad[ends] > bad[ends - lengths]))
+
+
+def _run_messages(values, lengths, which) -> list[str]:
+    """What is wrong with each of the runs ``which`` of a trace."""
+    ends = np.cumsum(lengths)
+    out = []
+    for k in which:
+        n = int(lengths[k])
+        if n == 0:
+            out.append(f"run {k} is empty")
+            continue
+        u = values[ends[k] - n:ends[k]]
+        wrong = ~(np.isfinite(u) & (u > 0))
+        out.append(f"run {k}: {int(wrong.sum())} of {n} values are not positive and finite "
+                   f"(first: {u[wrong][0]:g})")
+    return out
 
 
 @dataclass
@@ -102,47 +136,63 @@ class TMAPModel(HMMModel):
 
     def run_problem(self, k: int, u: np.ndarray) -> str | None:
         """What is wrong with run ``k`` (empty, or values not positive and finite), or None."""
-        n = len(u)
-        if n == 0:
-            return f"run {k} is empty"
-        bad = ~(np.isfinite(u) & (u > 0))
-        if bad.any():
-            return (f"run {k}: {int(bad.sum())} of {n} values are not positive and finite "
-                    f"(first: {u[bad][0]:g})")
-        return None
+        u = np.asarray(u, np.float64).reshape(-1)
+        if len(_bad_runs(u, np.array([len(u)]))) == 0:
+            return None
+        return _run_messages(u, np.array([len(u)]), [0])[0].replace("run 0", f"run {k}", 1)
 
-    def check(self, units: list) -> str | None:
-        """Every problem of one trace (a list of runs), or None."""
-        problems = [p for k, u in enumerate(units) if (p := self.run_problem(k, u))]
-        n_obs = sum(len(u) for u in units)
-        if not units:
+    def check(self, units) -> str | None:
+        """Every problem of one trace (a list of runs, or its :class:`UnitArrays`), or None."""
+        values, lengths = _as_arrays(units)
+        return self._check(values, lengths, _bad_runs(values, lengths))
+
+    def _check(self, values, lengths, bad) -> str | None:
+        problems = []
+        if len(bad):
+            problems = _run_messages(values, lengths, bad[:MAX_LISTED])
+            if len(bad) > MAX_LISTED:
+                problems.append(f"{len(bad)} bad runs in all")
+        if not len(lengths):
             problems.append("no runs")
-        elif not problems and n_obs < self.n_states:
-            problems.append(f"too short: {n_obs} values, at least {self.n_states} needed for "
-                            "this number of branches")
+        elif not problems and len(values) < self.n_states:
+            problems.append(f"too short: {len(values)} values, at least {self.n_states} needed "
+                            "for this number of branches")
         return "; ".join(problems) if problems else None
 
     def pack(self, pairs: list) -> TMAPPacked:
-        """Validate ``(identifier, list of runs)`` pairs and pack the valid traces.
+        """Validate ``(identifier, runs)`` pairs and pack the valid traces (vectorised).
 
         With ``drop_bad_runs``, bad runs are dropped first and each trace that
         lost some gets a note (how many, and the first one's problem).
         """
-        notes = {}
-        if self.drop_bad_runs:
-            kept = []
-            for k, (ident, runs) in enumerate(pairs):
-                bad = [p for j, u in enumerate(runs) if (p := self.run_problem(j, u))]
-                if bad:
-                    runs = [u for j, u in enumerate(runs) if self.run_problem(j, u) is None]
-                    notes[k] = (f"dropped {len(bad)} of {len(bad) + len(runs)} runs "
-                                f"(first: {bad[0]})")
-                kept.append((ident, runs))
-            pairs = kept
-        p = pack_units(pairs, self.check, 1)
-        messages = [f"{notes[k]}; {m}" if m is not None and k in notes else m
-                    for k, m in enumerate(p.messages)]
-        return TMAPPacked(p.ids, p.n_obs, messages, p.valid, p.data, notes)
+        ids, n_obs, messages, notes, kept = [], [], [], {}, []
+        for k, (ident, runs) in enumerate(pairs):
+            values, lengths = _as_arrays(runs)
+            bad = _bad_runs(values, lengths)
+            if self.drop_bad_runs and len(bad):
+                notes[k] = (f"dropped {len(bad)} of {len(lengths)} runs "
+                            f"(first: {_run_messages(values, lengths, bad[:1])[0]})")
+                good = np.ones(len(lengths), bool)
+                good[bad] = False
+                values, lengths = values[np.repeat(good, lengths)], lengths[good]
+                bad = bad[:0]
+            m = self._check(values, lengths, bad)
+            if m is not None and k in notes:
+                m = f"{notes.pop(k)}; {m}"
+            ids.append(ident)
+            n_obs.append(len(values))
+            messages.append(m)
+            if m is None:
+                kept.append((values, lengths))
+        valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
+        groups = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum([len(lg) for _, lg in kept], out=groups[1:])
+        lens = np.concatenate([lg for _, lg in kept]) if kept else np.empty(0, np.int64)
+        units = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=units[1:])
+        values = np.concatenate([v for v, _ in kept]) if kept else np.empty(0)
+        return TMAPPacked(ids, np.array(n_obs, dtype=np.int64), messages, valid,
+                          Ragged(np.ascontiguousarray(values), units, groups), notes)
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The chain's ``(x, units)``, the run offsets, and each trace's ``-sum log x``.
