@@ -144,6 +144,7 @@ TMAP_START_MAX_RATE_X = 60.0
 # the CPU's Numba threads, or at most WIDE_MAX_FITS_CUDA on the GPU.
 WIDE_MIN_UNITS = 20_000
 WIDE_MAX_FITS_CUDA = 64
+WIDE_REGIME = None  # None: by that rule; True: always (models of units); False: never
 # CPU: units per partial sum (fixed, so results do not depend on threads).
 WIDE_CPU_CHUNK_UNITS = 1024
 # CUDA E-step: threads per block (a multiple of WARP_SIZE); blocks per

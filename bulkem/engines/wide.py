@@ -47,10 +47,13 @@ def use_wide(job, engine: str) -> bool:
         True when the model's items are the data's units (``unit_items``),
         every fitted dataset has at least ``config.WIDE_MIN_UNITS`` units and
         there are few fits: fewer than the Numba threads on the CPU, at most
-        ``config.WIDE_MAX_FITS_CUDA`` on the GPU.
+        ``config.WIDE_MAX_FITS_CUDA`` on the GPU.  ``config.WIDE_REGIME``
+        True or False overrides the rule (for a model of units).
     """
-    if not getattr(job.model, "unit_items", False):
+    if not getattr(job.model, "unit_items", False) or config.WIDE_REGIME is False:
         return False
+    if config.WIDE_REGIME:
+        return len(job.fit_ds) > 0
     n_fits = len(job.fit_ds)
     few = (n_fits <= config.WIDE_MAX_FITS_CUDA if engine == "cuda"
            else n_fits < numba.get_num_threads())
@@ -84,13 +87,12 @@ _cpu_runners: dict = {}
 
 
 def _cpu_runner(model, dtype):
-    """``(setup, loop, evaluate)`` of a model and compute dtype, compiled once.
+    """``(setup, loop)`` of a model and compute dtype (compiled on first call).
 
     * ``setup(data64, lo, hi, chunk) -> tot``: the fit's constants;
     * ``loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol,
-      drop_rtol, reg) -> (status, n_iter, loglik)``: the EM iterations;
-    * ``evaluate(data, lo, hi, chunk, const, params, tot, n_buf, xc) -> loglik``:
-      one E-step's log-likelihood at ``params``.
+      drop_rtol, reg) -> (status, n_iter, loglik)``: the EM iterations; with
+      ``max_iter=0``, one E-step: the log-likelihood at ``params``.
     """
     dtype = np.dtype(dtype)
     key = (model.key, dtype.name)
@@ -157,25 +159,7 @@ def _cpu_runner(model, dtype):
             ll_prev = ll
             it += 1
 
-    @njit(parallel=True)
-    def evaluate(data, lo, hi, chunk, const, params, tot, n_buf, xc):
-        n_chunks = (hi - lo + chunk - 1) // chunk
-        llp = np.empty(n_chunks)
-        coef = np.empty(NC)
-        work = np.empty(NK, cdt)
-        base = prepare_f(params, tot, coef, work)
-        for c in prange(n_chunks):
-            a = lo + c * chunk
-            scratch = np.empty(NX, cdt)
-            buf = np.empty(n_buf)
-            row = np.zeros(NS)
-            llp[c] = estep_f(data, a, min(hi, a + chunk), 1, work, row, scratch, buf, xc)
-        ll = base + const
-        for c in range(n_chunks):
-            ll += llp[c]
-        return ll
-
-    _cpu_runners[key] = (setup, loop, evaluate)
+    _cpu_runners[key] = (setup, loop)
     return _cpu_runners[key]
 
 
@@ -185,22 +169,23 @@ def _run_cpu(job, progress) -> None:
     data64, offsets, const = job.kernel_data()
     narrow_dt = np.dtype(job.dtype) != np.float64
     data = narrow(data64, job.dtype) if narrow_dt else data64
-    _, loop, _ = _cpu_runner(job.model, job.dtype)
-    setup64, loop64, evaluate64 = _cpu_runner(job.model, np.float64)
+    loop = _cpu_runner(job.model, job.dtype)[1]
+    setup64, loop64 = _cpu_runner(job.model, np.float64)
     n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
     chunk = config.WIDE_CPU_CHUNK_UNITS
+    no_tot = np.zeros(0)
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
         lo, hi = int(offsets[d]), int(offsets[d + 1])
-        tot = setup64(data64, lo, hi, chunk)
+        tot = setup64(data64, lo, hi, chunk) if job.model.sizes().totals else no_tot
         args = (lo, hi, chunk, float(const[d]), job.params[f], tot, n_buf, EXP_CONSTS)
         st, it, ll = loop(data, *args, job.max_iter, job.tol, job.drop_rtol, job.reg)
         if narrow_dt and gave_up(st):  # fitted again in float64, from its start
             job.params[f] = job.init[f]
             st, it, ll = loop64(data64, *args, job.max_iter, job.tol,
                                 config.DECREASE_RTOL["float64"], job.reg)
-        elif narrow_dt:  # the returned log-likelihood, in float64 at the same parameters
-            ll = evaluate64(data64, *args)
+        elif narrow_dt:  # the returned log-likelihood: one float64 E-step at the parameters
+            ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg)[2]
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll
