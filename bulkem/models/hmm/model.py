@@ -214,7 +214,7 @@ class HMMModel:
 
     def _split(self, params: np.ndarray):
         N, lay = self.n_states, self.layout
-        p = np.asarray(params, dtype=np.float64).reshape(len(params), -1)
+        p = np.asarray(params, dtype=np.float64).reshape(len(params), lay.n_params)
         return (p[:, :N], p[:, N:lay.p_emit].reshape(-1, N, N),
                 p[:, lay.p_emit:].reshape(-1, N, lay.E))
 
