@@ -223,6 +223,8 @@ def test_input_forms_agree(seed):
                   bulkem.fit(df.rename(columns={"trace": "T", "run": "R", "value": "V"}),
                              dataset_col="T", run_col="R", value_col="V", **kw)):
         assert np.array_equal(other.summary.loglik, res.summary.loglik)
+    one = bulkem.fit(data[0], **kw)  # a list of runs is one trace
+    assert len(one.summary) == 1 and one.summary.loglik[0] == res.summary.loglik[0]
     # rows of different runs interleaved (each run's rows in order): split by grouping
     step = df.groupby(["trace", "run"]).cumcount().to_numpy()
     apart = df.iloc[np.argsort(step, kind="stable")]

@@ -160,18 +160,24 @@ def main(out: Path, n_runs: int, iters: int, seed: int) -> None:
     fig.savefig(out / "tmap_loglik_py.png", dpi=100)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    mom.T.plot.bar(ax=axes[0], rot=0)
-    axes[0].set(title="Moments: fitted TMAP, trace, true TMAP")
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
+    titles = {"mean_run_length": "E(K), values per run", "mean_interarrival": "E(X)",
+              "corr_x1_x2": "Corr(X1, X2 | K >= 2)"}
+    for ax, (key, title) in zip(axes[:3], titles.items(), strict=True):
+        vals = mom.loc[key]
+        bars = ax.bar(range(3), vals, color=["steelblue", "lightgrey", "seagreen"])
+        ax.bar_label(bars, [f"{v:.3f}" for v in vals])
+        ax.set_xticks(range(3), ["fitted", "trace", "truth"])
+        ax.set(title=title, ylim=(0, vals.max() * 1.2))
     lengths = np.bincount([len(u) for u in runs])[1:]
     k = np.arange(1, min(len(lengths), 40) + 1)
     p = res.params(0)
     d = 1.0 - p["pi"].sum(axis=1)
     pmf = [p["alpha"] @ np.linalg.matrix_power(p["pi"], j - 1) @ d for j in k]
-    axes[1].bar(k, lengths[:len(k)] / n_runs, color="lightgrey", label="trace")
-    axes[1].plot(k, pmf, "o-", ms=3, color="steelblue", label="fitted TMAP")
-    axes[1].set(xlabel="values per run (K)", ylabel="share of runs", title="Run lengths")
-    axes[1].legend(frameon=False)
+    axes[3].bar(k, lengths[:len(k)] / n_runs, color="lightgrey", label="trace")
+    axes[3].plot(k, pmf, "o-", ms=3, color="steelblue", label="fitted TMAP")
+    axes[3].set(xlabel="values per run (K)", ylabel="share of runs", title="Run lengths")
+    axes[3].legend(frameon=False)
     fig.tight_layout()
     fig.savefig(out / "tmap_moments_py.png", dpi=100)
     plt.close(fig)

@@ -328,9 +328,9 @@ def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, d
     from ...models.mixture.wide import _launcher  # the prepared launch (numba-cuda internals)
 
     init, estep, reduce, _ = kern
-    init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate)
-    with warnings.catch_warnings():  # the reduction's grid is small by design
+    with warnings.catch_warnings():  # the one-block kernels' grids are small by design
         warnings.filterwarnings("ignore", message="Grid size")
+        init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate)
         est = _launcher(estep[dev.nb, config.WIDE_CUDA_THREADS, stream],
                         (data, 0, dev.n_units, work, dev.part, istate, dev.buf, EXP_CONSTS))
         red = _launcher(reduce[1, config.WIDE_CUDA_REDUCE_THREADS, stream],
@@ -396,7 +396,9 @@ def _evaluate64(dev, params_g, stream, const: float) -> float:
     init, estep, _, nsx = dev.k64
     fstate = cuda.to_device(np.zeros(3), stream=stream)
     istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
-    init[1, 1, stream](params_g, dev.tot, dev.coef, dev.work64, fstate)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Grid size")
+        init[1, 1, stream](params_g, dev.tot, dev.coef, dev.work64, fstate)
     estep[dev.nb, config.WIDE_CUDA_THREADS, stream](dev.data64, 0, dev.n_units, dev.work64,
                                                     dev.part, istate, dev.buf, EXP_CONSTS)
     part = dev.part.copy_to_host(stream=stream)

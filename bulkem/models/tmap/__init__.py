@@ -14,9 +14,12 @@ transition matrix and an Erlang emission, on the same engines:
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
-from ...data.units import Words, read_units
+import numpy as np
+
+from ...data.units import UnitArrays, Words, is_unit_list, read_units
 from .model import TMAPModel
 from .process import empirical_moments, moments, simulate
 
@@ -33,12 +36,14 @@ class TMAPFamily:
     default_n_components = None
 
     def read(self, datasets: Any, dataset_col: str, value_col, options: dict) -> list:
-        """Any accepted input form -> ``(identifier, list of runs)`` pairs.
+        """Any accepted input form -> ``(identifier, runs)`` pairs.
 
-        A trace is a list of runs (each a 1-D array of inter-arrival times;
-        one array is a trace of one run); a batch is a list or a dict of
-        traces, or a long DataFrame with columns ``trace`` (or ``dataset_col``),
-        ``run_col`` (default "run") and ``value_col``, rows in order within a run.
+        A trace is a list of runs, each a 1-D array of inter-arrival times.
+        A batch is a list or a dict of traces, or a long DataFrame with
+        columns ``trace`` (or ``dataset_col``), ``run_col`` (default "run")
+        and ``value_col``, rows in order within a run.  A list of runs (1-D
+        arrays or lists of numbers) is one trace: many traces are a list of
+        lists of runs, or a dict.
         """
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
@@ -47,6 +52,11 @@ class TMAPFamily:
         if (dataset_col == "dataset" and hasattr(datasets, "columns")
                 and "dataset" not in datasets.columns and "trace" in datasets.columns):
             dataset_col = "trace"
+        if (isinstance(datasets, (list, tuple)) and len(datasets)
+                and not any(is_unit_list(t) or isinstance(t, (Mapping, UnitArrays))
+                            for t in datasets)
+                and not all(np.isscalar(v) for v in datasets)):
+            datasets = [datasets]  # a list of runs: one trace (many traces: a list of lists)
         if not isinstance(value_col, str):
             raise ValueError(f"value_col={value_col!r}: family='tmap' takes one value column "
                              "(the inter-arrival times).")
