@@ -141,3 +141,35 @@ LARGE_CUDA_CHECK_EVERY = 8
 # Marshal the per-iteration kernels' arguments once per fit instead of at every
 # launch (numba-cuda internals; the ordinary launch is used where they differ).
 LARGE_CUDA_PREPARED_LAUNCH = True
+
+# --- TMAP family (issue 14) ---
+# Random starts (the paper's section 4.1): rates are scaled down so that
+# x_max * lambda_max is at most this (the paper's margin from float32's exp
+# underflow at about 88).
+TMAP_START_MAX_RATE_X = 60.0
+
+# --- the wide regime for models of units (bulkem.engines.wide; issue 14) ---
+# A batch runs in the wide regime (each fit over the whole machine, one after
+# another) when the model's items are units (sequences, runs), every dataset
+# it fits has at least WIDE_MIN_UNITS units and it has few fits: fewer than
+# the CPU's Numba threads, or at most WIDE_MAX_FITS_CUDA on the GPU.
+WIDE_MIN_UNITS = 20_000
+WIDE_MAX_FITS_CUDA = 64
+WIDE_REGIME = None  # None: by that rule; True: always (models of units); False: never
+# CPU: units per partial sum (fixed, so results do not depend on threads).
+WIDE_CPU_CHUNK_UNITS = 1024
+# CUDA E-step: threads per block (a multiple of WARP_SIZE); blocks per
+# multiprocessor (None: as many as can be resident at once); a cap on blocks
+# (None: none; tests set it); the most bytes the threads' forward-vector
+# buffers may take (fewer blocks when they would take more).
+WIDE_CUDA_THREADS = 128
+WIDE_CUDA_BLOCKS_PER_SM = None
+WIDE_CUDA_MAX_BLOCKS = None
+WIDE_CUDA_BUF_BYTES = 4 << 30
+# CUDA reduction of the block partials (one block): threads, and statistics
+# summed side by side (REDUCE_THREADS a multiple of REDUCE_COLS).
+WIDE_CUDA_REDUCE_THREADS = 256
+WIDE_CUDA_REDUCE_COLS = 32
+# Iterations launched between two reads of the device's done flag.
+WIDE_CUDA_CHECK_EVERY = 8
+WIDE_CUDA_MAX_REGISTERS = None  # cap on registers per E-step thread (None: the compiler's)

@@ -18,8 +18,9 @@ from numba import njit, prange
 from .. import config
 from ..kernels.cache import njit_cached
 
-# Every way of drawing random starts; each model offers some of them.
-INIT_METHODS = ("subset", "kmeans++", "dirichlet")
+# Every way of drawing random starts; each model offers some of them ("random":
+# the TMAP's, section 4.1 of its paper).
+INIT_METHODS = ("subset", "kmeans++", "dirichlet", "random")
 
 _U = np.uint64
 _M1 = _U(0xBF58476D1CE4E5B9)

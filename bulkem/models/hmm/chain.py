@@ -115,7 +115,10 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
     expo = jit(exponent)
-    two = jit(pow2)
+    p2 = jit(pow2)
+    # |exponents| up to this are scaled by one multiplication in the compute dtype
+    # (2**-e a normal number of it); beyond, by ldexp (same result, to the bit)
+    LIM = 1000 if dtype == np.float64 else 120
     accum = jit(emission.accum)
     prep_e = jit(emission.prep)
     mstep_e = jit(emission.mstep)
@@ -156,9 +159,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             s += v
         ex = expo(s)
         scale = ex
-        sc = two(-ex)
+        sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
         for j in range(N):
-            a[j] = CAST(np.float64(nb[j]) * sc)
+            a[j] = nb[j] * sc if -LIM <= ex <= LIM else math.ldexp(nb[j], -ex)
             buf[j] = a[j]
         for t in range(1, T):
             shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
@@ -172,9 +175,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 s += v
             ex = expo(s)
             scale += ex
-            sc = two(-ex)
+            sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
             for j in range(N):
-                a[j] = CAST(np.float64(nb[j]) * sc)
+                a[j] = nb[j] * sc if -LIM <= ex <= LIM else math.ldexp(nb[j], -ex)
                 buf[t * N + j] = a[j]
         s = ZERO
         for j in range(N):
@@ -217,9 +220,10 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 if t == 0:
                     stats[i] += g
                 sb += nb[i]
-            sc = two(-expo(sb))
+            ex = expo(sb)
+            sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
             for i in range(N):
-                b[i] = CAST(np.float64(nb[i]) * sc)
+                b[i] = nb[i] * sc if -LIM <= ex <= LIM else math.ldexp(nb[i], -ex)
         return ll
 
     unit_f = jit(unit)

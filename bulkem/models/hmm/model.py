@@ -44,6 +44,9 @@ class HMMModel:
     name = "hmm"
     component_label = "state"
     terminating = False
+    # The items the lanes split are the data's units (sequences): the wide
+    # engine (bulkem.engines.wide) may deal them to threads in any order.
+    unit_items = True
 
     @property
     def layout(self) -> ChainLayout:
@@ -216,7 +219,7 @@ class HMMModel:
 
     def _split(self, params: np.ndarray):
         N, lay = self.n_states, self.layout
-        p = np.asarray(params, dtype=np.float64).reshape(len(params), self.n_params)
+        p = np.asarray(params, dtype=np.float64).reshape(len(params), lay.n_params)
         return (p[:, :N], p[:, N:lay.p_emit].reshape(-1, N, N),
                 p[:, lay.p_emit:].reshape(-1, N, lay.E))
 
