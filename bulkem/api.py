@@ -19,6 +19,7 @@ from .progress import Progress
 from .result import FitResult
 
 BACKENDS = ("auto", "cpu", "cuda")
+_COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
 DTYPES = ("float64", "float32")
 
 
@@ -121,7 +122,7 @@ def resolve_backend(backend: str) -> str:
 def fit(
     datasets: Any,
     family: str = "invgauss",
-    n_components: int = 2,
+    n_components: int | None = None,
     n_starts: int = 10,
     max_iter: int = 100,
     tol: float = 1e-6,
@@ -152,11 +153,19 @@ def fit(
         ``value_col`` lists them).  Every dataset of a batch has the same
         ``n_dims``.  Dataset identifiers in the tables are the list
         positions, dict keys or DataFrame labels.
-    family : {"invgauss", "gaussian"}
+    family : {"invgauss", "gaussian", "hmm", "tmap", "ar", "local_level"}
         Component distribution: inverse-Gaussian (positive scalars) or
-        Gaussian with a diagonal covariance matrix (vectors).
-    n_components : int, default 2
-        Mixture components ``M``.
+        Gaussian with a diagonal covariance matrix (vectors); "hmm": hidden
+        Markov models of sequences; "tmap": transient Markovian arrival
+        processes with Erlang branches, fitted to traces of runs (options
+        ``orders``, ``run_col``, ``drop_bad_runs``; see
+        :mod:`bulkem.models.tmap`); "ar": AR(p) plus noise (option
+        ``order``), "local_level": a random walk plus noise, fitted to
+        series (option ``series_col``; see :mod:`bulkem.models.ssm`).
+    n_components : int, optional
+        Mixture components or hidden states ``M`` (default 2); for
+        ``family="tmap"`` the number of Erlang branches, ``len(orders)`` by
+        default; not used by "ar" and "local_level".
     n_starts : int, default 10
         Starts per dataset: the rows of ``init`` first, then random starts
         drawn by ``init_method``.
@@ -232,7 +241,8 @@ def fit(
         return _checkpoint.fit(datasets, checkpoint, **args)
     t0 = time.perf_counter()
     fam = models.get(family)
-    M = _check_int("n_components", n_components, 1)
+    M = (getattr(fam, "default_n_components", 2) if n_components is None
+         else _check_int("n_components", n_components, 1))
     n_starts = _check_int("n_starts", n_starts, 1)
     max_iter = _check_int("max_iter", max_iter, 1)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
@@ -287,6 +297,10 @@ def fit(
     job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, float(tol),
                    init_method, float(reg_covar))
     bar = Progress(progress, len(job.fit_ds))
+    compiled = (model.key, engine, np.dtype(dtype).name)
+    if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
+        bar.phase("compiling kernels, first use; kept on disk for the next run")
+        _COMPILED.add(compiled)
     early: dict = {}
     result_class = model.result_class
 
@@ -300,12 +314,15 @@ def fit(
             from .engines import cuda as eng
         else:
             from .engines import cpu as eng
+        from .engines import wide as wide_units
         from .models.hmm import many
 
         if len(job.fit_ds) and many.use_many_states(job, engine):
             many.run_fits(job, bar, on_starts)  # many states: a fit at a time, over the GPU
         elif len(job.fit_ds) and wide.use_large(job, engine):
             wide.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
+        elif len(job.fit_ds) and wide_units.use_wide(job, engine):
+            wide_units.run_fits(job, bar, engine, on_starts)  # few fits of many units
         elif len(job.fit_ds):
             eng.run_fits(job, bar, on_starts)
     finally:

@@ -24,6 +24,9 @@ REDO_FLOAT64 = 6
 # A component whose summed responsibility falls below this many observations
 # is reported as collapsed.
 MIN_COMPONENT_MASS = 1e-8
+# A probability computed by an M-step may exceed 1 by rounding (a sum of counts over its
+# total); up to this much it is accepted as 1 would be.
+PROB_RTOL = 1e-9
 # Relative fall of the log-likelihood tolerated as rounding, by compute dtype.
 DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
 # Largest accepted shape parameter lambda/mu of an inverse-Gaussian component:
@@ -187,3 +190,35 @@ CUDA_LANES_PER_FIT_SERIES = {False: 1, True: 1}
 # summary.message: the stationary prior holds it inside the unit circle, but the data
 # may not be stationary.
 SSM_AR_RADIUS_WARN = 0.999
+
+# --- TMAP family (issue 14) ---
+# Random starts (the paper's section 4.1): rates are scaled down so that
+# x_max * lambda_max is at most this (the paper's margin from float32's exp
+# underflow at about 88).
+TMAP_START_MAX_RATE_X = 60.0
+
+# --- the wide regime for models of units (bulkem.engines.wide; issue 14) ---
+# A batch runs in the wide regime (each fit over the whole machine, one after
+# another) when the model's items are units (sequences, runs), every dataset
+# it fits has at least WIDE_MIN_UNITS units and it has few fits: fewer than
+# the CPU's Numba threads, or at most WIDE_MAX_FITS_CUDA on the GPU.
+WIDE_MIN_UNITS = 20_000
+WIDE_MAX_FITS_CUDA = 64
+WIDE_REGIME = None  # None: by that rule; True: always (models of units); False: never
+# CPU: units per partial sum (fixed, so results do not depend on threads).
+WIDE_CPU_CHUNK_UNITS = 1024
+# CUDA E-step: threads per block (a multiple of WARP_SIZE); blocks per
+# multiprocessor (None: as many as can be resident at once); a cap on blocks
+# (None: none; tests set it); the most bytes the threads' forward-vector
+# buffers may take (fewer blocks when they would take more).
+WIDE_CUDA_THREADS = 128
+WIDE_CUDA_BLOCKS_PER_SM = None
+WIDE_CUDA_MAX_BLOCKS = None
+WIDE_CUDA_BUF_BYTES = 4 << 30
+# CUDA reduction of the block partials (one block): threads, and statistics
+# summed side by side (REDUCE_THREADS a multiple of REDUCE_COLS).
+WIDE_CUDA_REDUCE_THREADS = 256
+WIDE_CUDA_REDUCE_COLS = 32
+# Iterations launched between two reads of the device's done flag.
+WIDE_CUDA_CHECK_EVERY = 8
+WIDE_CUDA_MAX_REGISTERS = None  # cap on registers per E-step thread (None: the compiler's)

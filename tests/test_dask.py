@@ -163,10 +163,12 @@ def test_hidden_markov_sequences_and_transitions():
         res = bulkem.dask.fit(dd.from_pandas(df, npartitions=3, sort=False), **kw)
         got = dict(zip(res.tables, dask.compute(*res.tables.values()), strict=True))
         keys = {**KEYS, "components": ["dataset", "state"],
-                "transitions": ["dataset", "from_state", "to_state"]}
+                "start_values": ["dataset", "start", "state"],
+                "transitions": ["dataset", "from_state", "to_state"],
+                "start_transitions": ["dataset", "start", "from_state", "to_state"]}
         assert list(got) == list(keys)
         for name, k in keys.items():
-            a = ref.tables[name] if name == "transitions" else getattr(ref, name)
+            a = getattr(ref, name)
             pd.testing.assert_frame_equal(a.sort_values(k).reset_index(drop=True),
                                           got[name].sort_values(k).reset_index(drop=True),
                                           check_exact=True)

@@ -294,9 +294,17 @@ def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
 @pytest.mark.parametrize("params", ["ste", "se"])
 def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, params):
     """More states than config.HMM_MANY_STATES: a matrix product per step (forced low here)."""
+    from conftest import SIMULATED
+
     from bulkem import config
+    from bulkem.models.hmm import many
 
     monkeypatch.setattr(config, "HMM_MANY_STATES", 2)
+    if SIMULATED:  # small tiles and splits: the simulator runs a Python thread per CUDA thread
+        for name, value in (("TS", 4), ("KS", 2), ("KSG", 2), ("KT", 4)):
+            monkeypatch.setattr(many, name, value)
+        monkeypatch.setattr(many, "XT", many.TS * many.RB)
+        monkeypatch.setattr(many, "LOADS", many.KT * many.XT // (many.TS * many.TS))
     rng = np.random.default_rng(seed)
     data = [[rng.integers(0, 3, n).astype(float) for n in (6, 2, 9)],
             [rng.integers(0, 3, n).astype(float) for n in (4, 5)]]

@@ -27,12 +27,6 @@ class SSMResult(FitResult):
     says so from ``config.SSM_AR_RADIUS_WARN`` on.
     """
 
-    @staticmethod
-    def before_fits(model, packed, job, n_starts) -> dict:
-        out = FitResult.before_fits(model, packed, job, n_starts)
-        out["start_values"] = out["start_values"].drop(columns="component")
-        return out
-
     @classmethod
     def assemble(cls, model, packed, job, n_starts, seed, backend, dtype, elapsed,
                  early: dict | None = None) -> SSMResult:

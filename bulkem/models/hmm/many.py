@@ -33,7 +33,13 @@ from ... import config
 from ...engines.cuda.compat import Launcher, cuda
 
 TS = 16  # tile edge: a block is TS x TS threads
-KS = 8  # split of the (step, sequence) rows of the statistics' sums over blocks
+KS = 32  # split of the (step, sequence) rows of the transition counts' sum over blocks
+KSG = 128  # ... of the start, occupancy and symbol counts' sum
+RB = 4  # the transition counts' product: outputs per thread in each direction,
+XT = TS * RB  # a block's tile edge,
+RB2 = RB * RB  # (array sizes must be single named constants for the real compiler)
+KT = 16  # and rows of U and W in shared memory at a time
+LOADS = KT * XT // (TS * TS)  # shared values each thread loads per step
 NT = 128  # threads per block of the per-state kernels
 MAX_SYMBOLS = 64  # the per-state symbol counts live in a thread's local array
 
@@ -173,40 +179,55 @@ def _norms(off, alpha, beta, ea, z, ll, M, N):
 
 @cuda.jit
 def _xi_partial(x, off, B, V, alpha, beta, eb, z, M, N, rows, part):
-    """part[kz, i, j] = sum over this block's rows (t, s), t + 1 < T_s, of U[i] W[j]."""
+    """part[kz, i, j] = sum over this block's rows (t, s), t + 1 < T_s, of U[i] W[j].
+
+    A block computes a 64 x 64 tile of C = U^T W, each thread 4 x 4 of it in registers,
+    from 16 rows of U and W at a time in shared memory.
+    """
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    j = cuda.blockIdx.x * TS + tx
-    i = cuda.blockIdx.y * TS + ty
+    tid = ty * TS + tx
+    ib = cuda.blockIdx.y * XT
+    jb = cuda.blockIdx.x * XT
     kz = cuda.blockIdx.z
-    ut = cuda.shared.array((TS, TS), float64)
-    wt = cuda.shared.array((TS, TS), float64)
+    ut = cuda.shared.array((KT, XT), float64)
+    wt = cuda.shared.array((KT, XT), float64)
+    acc = cuda.local.array(RB2, float64)
+    for q in range(RB2):
+        acc[q] = 0.0
     per = (rows + cuda.gridDim.z - 1) // cuda.gridDim.z
     lo = kz * per
     hi = min(rows, lo + per)
-    acc = 0.0
-    ib = cuda.blockIdx.y * TS
-    jb = cuda.blockIdx.x * TS
-    for k0 in range(lo, hi, TS):
-        # row k = t * M + s; thread (ty, tx) loads U[k0 + ty, ib + tx] and W[k0 + ty, jb + tx]
-        k = k0 + ty
-        u = 0.0
-        w = 0.0
-        if k < hi:
-            t = k // M
-            s = k - t * M
-            if off[s] + t + 1 < off[s + 1]:
-                if ib + tx < N:
-                    u = math.ldexp(alpha[t, s, ib + tx], -int(eb[t + 1, s])) / z[t, s]
-                if jb + tx < N:
-                    w = B[(jb + tx) * V + x[off[s] + t + 1]] * beta[t + 1, s, jb + tx]
-        ut[ty, tx] = u
-        wt[ty, tx] = w
+    for k0 in range(lo, hi, KT):
+        for q in range(LOADS):
+            idx = tid + q * TS * TS
+            kk = idx // XT
+            c = idx - kk * XT
+            k = k0 + kk
+            u = 0.0
+            w = 0.0
+            if k < hi:
+                t = k // M
+                s = k - t * M
+                if off[s] + t + 1 < off[s + 1]:
+                    if ib + c < N:
+                        u = math.ldexp(alpha[t, s, ib + c], -int(eb[t + 1, s])) / z[t, s]
+                    if jb + c < N:
+                        w = B[(jb + c) * V + x[off[s] + t + 1]] * beta[t + 1, s, jb + c]
+            ut[kk, c] = u
+            wt[kk, c] = w
         cuda.syncthreads()
-        for q in range(TS):
-            acc += ut[q, ty] * wt[q, tx]
+        for kk in range(KT):
+            for a in range(RB):
+                ua = ut[kk, ty + TS * a]
+                for b in range(RB):
+                    acc[a * RB + b] += ua * wt[kk, tx + TS * b]
         cuda.syncthreads()
-    if i < N and j < N:
-        part[kz, i, j] = acc
+    for a in range(RB):
+        i = ib + ty + TS * a
+        for b in range(RB):
+            j = jb + tx + TS * b
+            if i < N and j < N:
+                part[kz, i, j] = acc[a * RB + b]
 
 
 @cuda.jit
@@ -240,9 +261,20 @@ def _gamma_partial(x, off, V, alpha, beta, z, M, N, rows, part):
 
 
 @cuda.jit
-def _mstep(xi_part, g_part, ll, A, AT, B, start, V, M, N, state, fstate, max_iter, tol,
+def _sum_parts(part, out):
+    """out[e] = sum over kz of part[kz, e] (in order), for every element e of a partial sum."""
+    e = cuda.grid(1)
+    if e < out.shape[0]:
+        acc = 0.0
+        for kz in range(part.shape[0]):
+            acc += part[kz, e]
+        out[e] = acc
+
+
+@cuda.jit
+def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter, tol,
            drop_rtol, min_mass, update):
-    """One block: sum the partials in order, the stopping rule, then the M-step (a thread a row).
+    """One block: the stopping rule, then the M-step from the summed statistics (a thread a row).
 
     ``state``: [done, n_iter, status, n_seq]; ``fstate``: [ll_prev, ll].
     """
@@ -277,37 +309,26 @@ def _mstep(xi_part, g_part, ll, A, AT, B, start, V, M, N, state, fstate, max_ite
             state[0] = 1
             state[2] = dec[0]
         return
-    KZ = xi_part.shape[0]
     for i in range(tid, N, NT):
-        occ = 0.0
-        st = 0.0
-        for kz in range(KZ):
-            occ += g_part[kz, i, 1]
-            st += g_part[kz, i, 0]
+        occ = g_sum[i * (2 + V) + 1]
         if not occ >= min_mass:
             dec[1] = 1
         if update[0]:
-            start[i] = st / M
+            start[i] = g_sum[i * (2 + V)] / M
         if update[1]:
             row = 0.0
             for j in range(N):
-                c = 0.0
-                for kz in range(KZ):
-                    c += xi_part[kz, i, j]
-                c *= A[i * N + j]
-                xi_part[0, i, j] = c
+                c = xi_sum[i * N + j] * A[i * N + j]
+                xi_sum[i * N + j] = c
                 row += c
             inv = 1.0 / row if row > 0.0 else 0.0
             for j in range(N):
-                a = xi_part[0, i, j] * inv
+                a = xi_sum[i * N + j] * inv
                 A[i * N + j] = a
                 AT[j * N + i] = a
         if update[2]:
             for v in range(V):
-                c = 0.0
-                for kz in range(KZ):
-                    c += g_part[kz, i, 2 + v]
-                B[i * V + v] = c / occ
+                B[i * V + v] = g_sum[i * (2 + V) + 2 + v] / occ
     cuda.syncthreads()
     if tid == 0:
         if dec[1]:
@@ -346,7 +367,9 @@ class Pass:
         self.ll = cuda.device_array(M, np.float64, stream=st)
         self.rows = self.T * M
         self.xi_part = cuda.device_array((KS, N, N), np.float64, stream=st)
-        self.g_part = cuda.device_array((KS, N, 2 + V), np.float64, stream=st)
+        self.g_part = cuda.device_array((KSG, N, 2 + V), np.float64, stream=st)
+        self.xi_sum = cuda.device_array(N * N, np.float64, stream=st)
+        self.g_sum = cuda.device_array(N * (2 + V), np.float64, stream=st)
         sn = ((N + TS - 1) // TS, (M + TS - 1) // TS)
         ms = ((M + TS - 1) // TS, (N + TS - 1) // TS)
         self._fwd0 = Launcher(_fwd0[ms, (TS, TS), st],
@@ -360,11 +383,16 @@ class Pass:
             _norms[((self.T + TS - 1) // TS, (M + TS - 1) // TS), (TS, TS), st],
             (self.off, self.alpha, self.beta, self.ea, self.z, self.ll, M, N))
         self._xi = Launcher(
-            _xi_partial[((N + TS - 1) // TS, (N + TS - 1) // TS, KS), (TS, TS), st],
+            _xi_partial[((N + XT - 1) // XT, (N + XT - 1) // XT, KS), (TS, TS), st],
             (self.x, self.off, self.B, V, self.alpha, self.beta, self.eb, self.z, M, N,
              self.rows, self.xi_part))
+        n_g = N * (2 + V)
+        self._xi_sum = Launcher(_sum_parts[(N * N + 255) // 256, 256, st],
+                                (self.xi_part.reshape(KS, N * N), self.xi_sum))
+        self._g_sum = Launcher(_sum_parts[(n_g + 255) // 256, 256, st],
+                               (self.g_part.reshape(KSG, n_g), self.g_sum))
         self._gamma = Launcher(
-            _gamma_partial[((N + NT - 1) // NT, KS), NT, st],
+            _gamma_partial[((N + NT - 1) // NT, KSG), NT, st],
             (self.x, self.off, V, self.alpha, self.beta, self.z, M, N, self.rows, self.g_part))
 
     def set_params(self, params: np.ndarray) -> None:
@@ -393,10 +421,37 @@ class Pass:
         """Z of every step, and every sequence's log-likelihood (``self.ll``)."""
         self._norms()
 
+    def iteration(self, max_iter: int, tol: float, drop_rtol: float, update: np.ndarray):
+        """A Baum-Welch iteration's launches, and the state they keep on the device.
+
+        Returns ``(state, fstate, iteration)``: ``state`` [done, n_iter, status, -],
+        ``fstate`` [previous log-likelihood, log-likelihood] (device arrays), and
+        ``iteration()``, which queues an E-step, the stopping rule and an M-step.
+        """
+        st = self.stream
+        state = cuda.to_device(np.array([0, 0, 0, 0], np.int64), stream=st)
+        fstate = cuda.to_device(np.zeros(2), stream=st)
+        upd = cuda.to_device(np.asarray(update, np.int32), stream=st)
+        mstep = Launcher(_mstep[1, NT, st], (self.xi_sum, self.g_sum, self.ll, self.A, self.AT,
+                                             self.B, self.start, self.V, self.M, self.N, state,
+                                             fstate, max_iter, tol, drop_rtol,
+                                             config.MIN_COMPONENT_MASS, upd))
+
+        def iteration() -> None:
+            self.forward()
+            self.backward()
+            self.loglik()
+            self.statistics()
+            mstep()
+
+        return state, fstate, iteration
+
     def statistics(self) -> None:
-        """Partial sums of the expected transition, start, occupancy and symbol counts."""
+        """The expected transition, start, occupancy and symbol counts (``xi_sum``, ``g_sum``)."""
         self._xi()
         self._gamma()
+        self._xi_sum()
+        self._g_sum()
 
 
 def run_fits(job, progress, on_starts=None) -> None:
@@ -419,19 +474,10 @@ def run_fits(job, progress, on_starts=None) -> None:
         p = passes[d]
         st = p.stream
         p.set_params(job.params[f])
-        state = cuda.to_device(np.array([0, 0, 0, 0], np.int64), stream=st)
-        fstate = cuda.to_device(np.zeros(2), stream=st)
-        upd = cuda.to_device(update, stream=st)
+        state, fstate, iteration = p.iteration(job.max_iter, job.tol, job.drop_rtol, update)
         host = np.zeros(4, np.int64)
-        mstep = Launcher(_mstep[1, NT, st], (p.xi_part, p.g_part, p.ll, p.A, p.AT, p.B, p.start,
-                                             V, p.M, N, state, fstate, job.max_iter, job.tol,
-                                             job.drop_rtol, config.MIN_COMPONENT_MASS, upd))
         while True:
-            p.forward()
-            p.backward()
-            p.loglik()
-            p.statistics()
-            mstep()
+            iteration()
             state.copy_to_host(host, stream=st)
             st.synchronize()
             if host[0]:

@@ -50,6 +50,7 @@ from numba import float32, float64, int64, njit, prange, uint64
 from ... import config
 from ...engines.cuda.compat import Launcher, cuda  # (after the numpy shim and simulator set-up)
 from ...fitting.driver import make_stop
+from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from .fused import make_pass
 
@@ -118,7 +119,7 @@ def _cpu_runner(family, M, D, dtype):
     S = NS // M
     cdt = dtype.type
 
-    @njit(parallel=True)
+    @njit_cached(key, parallel=True)
     def run(feat, stride, lo, hi, const, params, max_iter, tol, drop_rtol, reg, chunk):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk

@@ -5,9 +5,13 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from ...data.units import read_units
+import numpy as np
+
+from ...data.units import Words, read_units
 from .em import AR, LOCAL_LEVEL
 from .model import SSMModel
+
+WORDS = Words("dataset", "series", "series_col")
 
 
 class SSMFamily:
@@ -34,9 +38,15 @@ class SSMFamily:
                             "own.")
         if self.name == AR:
             _order(options)  # before reading the data
-        return read_units(datasets, dataset_col, value_col,
-                          unit_col=options.get("series_col", "series"), noun="series",
-                          vector=False, unit_optional=True)
+        if not isinstance(value_col, str):
+            raise ValueError(f"value_col={value_col!r}: family={self.name!r} takes one value "
+                             "column.")
+        if isinstance(datasets, np.ndarray) and datasets.ndim == 2:
+            raise ValueError(f"datasets is an array of shape {datasets.shape}; expected one "
+                             "series (n_obs,). For one dataset per row of a 2-D array, pass "
+                             "list(array).")
+        return read_units(datasets, dataset_col, options.get("series_col", "series"),
+                          value_col, multi=False, words=WORDS, unit_optional=True)
 
     def model(self, pairs: list, n_components: int, options: dict) -> SSMModel:
         """The :class:`SSMModel` for these options (``n_components`` is not used)."""

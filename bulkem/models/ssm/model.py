@@ -229,6 +229,10 @@ class SSMModel:
         """No exchangeable parts: the parameters as they are."""
         return np.asarray(params, dtype=np.float64)
 
+    def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
+        """Tables of the starts beyond ``start_values``: none."""
+        return {}
+
     def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
         return {}
 
