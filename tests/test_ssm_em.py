@@ -183,6 +183,8 @@ def test_input_forms_give_the_same_fits(seed):
     rows = [(d, s, v) for d, ds in enumerate(data) for s, y in enumerate(ds) for v in y]
     long = pd.DataFrame(rows, columns=["dataset", "series", "value"])
     assert np.array_equal(bulkem.fit(long, **kw).summary.loglik, ref)
+    by_step = long.iloc[np.argsort(long.groupby(["dataset", "series"]).cumcount(), kind="stable")]
+    assert np.array_equal(bulkem.fit(by_step, **kw).summary.loglik, ref)  # series' rows apart
     one = [pd.DataFrame({"id": d, "y": y}) for d, y in enumerate([data[0][0], data[1][0]])]
     got = bulkem.fit(pd.concat(one), dataset_col="id", value_col="y", **kw)  # no series column
     assert np.array_equal(got.summary.loglik, bulkem.fit([data[0][0], data[1][0]],
