@@ -235,6 +235,8 @@ def fit(
     if checkpoint is not None:  # chunked and resumable (issue 16): bulkem/checkpoint.py
         args = dict(locals())
         del args["datasets"], args["checkpoint"]
+        if n_components is None:  # the family's default, so that the manifest names it
+            args["n_components"] = getattr(models.get(family), "default_n_components", 2)
         args.update(args.pop("options"))
         from . import checkpoint as _checkpoint
 
