@@ -191,11 +191,11 @@ def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | 
     if isinstance(datasets, pd.DataFrame):
         if unit_optional and unit_col not in datasets.columns:
             unit_col = dataset_col  # one unit per dataset
-        for c, opt in ((dataset_col, "dataset_col"), (unit_col, words.unit_col)):
+        for c in (dataset_col, unit_col):
             if c not in datasets.columns:
                 raise ValueError(
                     f"DataFrame input has columns {list(datasets.columns)}; expected a {c!r} "
-                    f"column (set {opt}= to name another).")
+                    f"column (set dataset_col= / {words.unit_col}= to name another).")
         cols = [value_col] if isinstance(value_col, str) else list(value_col)
         if multi and value_col == "value" and "value" not in datasets.columns:
             cols = [c for c in datasets.columns if c not in (dataset_col, unit_col)]
