@@ -118,8 +118,6 @@ GAUSS_VAR_RTOL = 1e-12
 # would leave most of it idle).  Otherwise the bulk engines run it.
 LARGE_MIN_OBS = 20_000
 LARGE_MAX_FITS_CUDA = 64
-# CPU: observations per partial sum (fixed, so results do not depend on threads)
-LARGE_CPU_CHUNK_OBS = 32_768
 # CUDA tiled E-step: threads per block (a multiple of WARP_SIZE), observations
 # per tile at most (halved until the block's shared arrays fit), the static
 # shared memory a block may use, blocks per multiprocessor (None: as many as

@@ -50,7 +50,8 @@ class MixtureModel:
     @property
     def key(self) -> tuple:
         """What the compiled code depends on (for compile caches)."""
-        return ("mixture", self.family.name, self.n_components, self.n_dims)
+        return ("mixture", self.family.name, self.n_components, self.n_dims,
+                tuple(sorted(config.ESTEP_BLOCK_OBS.items())))
 
     component_label = "component"  # the components table's numbering column
 

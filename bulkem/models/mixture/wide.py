@@ -5,17 +5,20 @@ warp.  A batch of a few fits of very many observations (one dataset of
 10^7 points, say) would leave most of the machine idle that way, so
 :func:`use_large` sends it here instead and the fits run one after another,
 each over every core or the whole GPU.  The per-observation math is the
-family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``) and the driver's
-E-step pass (:mod:`.fused`) and stopping rule (:mod:`bulkem.fitting.driver`), compiled again
-for the new layout; the results follow the same iteration semantics as the
-bulk engines, with the sums taken in another order.
+family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``, the exact pass's
+``exact_coef`` and ``exact_logdens``) and the driver's stopping rule
+(:mod:`bulkem.fitting.driver`); the results follow the same iteration
+semantics as the bulk engines.
 
-CPU: each iteration is a ``prange`` over fixed chunks of observations, each
-chunk running the driver's fused pass into its own partial statistics, then
-a reduction in chunk order and the M-step.  The chunking is a constant
-(``config.LARGE_CPU_CHUNK_OBS``), so results do not depend on the threads.
+CPU: the driver itself (:func:`make_em`) on the ``cpu-wide`` target, whose
+passes over the observations compute their blocks (``config.ESTEP_BLOCK_OBS``
+observations each) in a ``prange`` loop and add them in block order: the
+very sums one CPU thread takes, so a fit gives the same bits in both regimes
+and with any number of threads (float32 fits that give up are fitted again
+in float64 there too).
 
-CUDA: two launches per iteration and no host round trip.
+CUDA: two launches per iteration and no host round trip.  The sums are
+taken in another order than on the CPU.
 
 1. A tiled E-step.  A block copies the family's coefficients ``Theta``
    (``M x S``) into shared memory once, then walks its share of tiles of
@@ -35,6 +38,14 @@ CUDA: two launches per iteration and no host round trip.
    (one thread per component) and the next iteration's coefficients.  A
    done flag on the device makes later launches return at once, and the
    host reads it every ``config.LARGE_CUDA_CHECK_EVERY`` iterations.
+
+The log densities of the linear form (``G Theta^T``) cancel where a
+component is sharp far from the origin (:mod:`.fused`); as the bulk pieces
+do, the reduction picks each next E-step's form from the fit's numbers
+(:func:`.fused.make_bound`): the linear product, or the exact centred form
+(each (component, observation) evaluated on its own), which also takes
+every fit's first E-step.  float32 fits end as in the bulk engines (see
+:func:`_run_cuda`).
 """
 
 from __future__ import annotations
