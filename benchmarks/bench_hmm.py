@@ -33,23 +33,20 @@ N_STATES, N_SYMBOLS, N_SEQ = 4, 8, 20
 def make_batch(n_datasets: int, seed: int = 1) -> list[list[np.ndarray]]:
     """Datasets of 20 categorical sequences (lengths 50-500) from random 4-state HMMs."""
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n_datasets):
-        A = rng.dirichlet(np.ones(N_STATES) * 0.5, N_STATES) + np.eye(N_STATES) * 2
-        A /= A.sum(axis=1, keepdims=True)
-        B = rng.dirichlet(np.ones(N_SYMBOLS) * 0.5, N_STATES)
-        cumA, cumB = np.cumsum(A, axis=1), np.cumsum(B, axis=1)
-        seqs = []
-        for T in rng.integers(50, 501, N_SEQ):
-            s = rng.integers(N_STATES)
-            u = rng.random((T, 2))
-            x = np.empty(T)
-            for t in range(T):
-                x[t] = np.searchsorted(cumB[s], u[t, 0], side="right")
-                s = min(np.searchsorted(cumA[s], u[t, 1], side="right"), N_STATES - 1)
-            seqs.append(np.minimum(x, N_SYMBOLS - 1))
-        out.append(seqs)
-    return out
+    A = rng.dirichlet(np.ones(N_STATES) * 0.5, (n_datasets, N_STATES)) + np.eye(N_STATES) * 2
+    A /= A.sum(axis=2, keepdims=True)
+    B = rng.dirichlet(np.ones(N_SYMBOLS) * 0.5, (n_datasets, N_STATES))
+    cum_a, cum_b = np.cumsum(A, axis=2), np.cumsum(B, axis=2)
+    lengths = rng.integers(50, 501, (n_datasets, N_SEQ))
+    ds = np.repeat(np.arange(n_datasets), N_SEQ)  # every sequence at once, step by step
+    state = rng.integers(N_STATES, size=len(ds))
+    x = np.empty((len(ds), 500))
+    for t in range(500):
+        u = rng.random((len(ds), 2))
+        x[:, t] = (u[:, :1] > cum_b[ds, state]).sum(axis=1)
+        state = np.minimum((u[:, 1:] > cum_a[ds, state]).sum(axis=1), N_STATES - 1)
+    x = np.minimum(x, N_SYMBOLS - 1).reshape(n_datasets, N_SEQ, 500)
+    return [[x[d, k, :lengths[d, k]].copy() for k in range(N_SEQ)] for d in range(n_datasets)]
 
 
 def fit(data, args, **kw):
@@ -104,6 +101,62 @@ def hmmlearn_rate(data, res, args) -> tuple[float, float]:
     return n / sec, rel
 
 
+def _hmmlearn_infer(job):
+    """hmmlearn's score and Viterbi decode of one dataset's sequences under one model."""
+    from hmmlearn.hmm import CategoricalHMM
+
+    seqs, p = job
+    m = CategoricalHMM(N_STATES, n_features=N_SYMBOLS)
+    m.startprob_, m.transmat_, m.emissionprob_ = p["startprob"], p["transmat"], p["emissionprob"]
+    t0 = time.perf_counter()
+    for s in seqs:
+        m.score(s.astype(int)[:, None])
+    t1 = time.perf_counter()
+    for s in seqs:
+        m.decode(s.astype(int)[:, None])
+    return t1 - t0, time.perf_counter() - t1
+
+
+def inference_rows(data, res, args, gpu, rows) -> list[str]:
+    """Sequences/s of forward scores and Viterbi paths under each dataset's fitted model."""
+    from bulkem.models.hmm import infer
+
+    seqs = [s for ds in data for s in ds]
+    which = np.repeat(np.arange(len(data)), [len(ds) for ds in data])
+    params = np.stack([res._get(d)[0] for d in range(len(data))])
+    model = res._model
+    out, notes = {}, []
+    for backend in ["cpu"] + (["cuda"] if gpu else []):
+        for name, fn in (("forward", infer.score), ("viterbi", infer.viterbi)):
+            fn(model, params[:1], which[:2] * 0, seqs[:2], backend=backend)  # compile
+            best = np.inf
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                got = fn(model, params, which, seqs, backend=backend)
+                best = min(best, time.perf_counter() - t0)
+            out[backend, name] = got
+            rows.append((f"{name}: bulkem {backend.upper()}", len(seqs), best, len(seqs) / best))
+    if gpu:
+        diff = np.max(np.abs(out["cuda", "forward"] - out["cpu", "forward"])
+                      / np.abs(out["cpu", "forward"]))
+        same = all(np.array_equal(a, b) for a, b in zip(out["cpu", "viterbi"][0],
+                                                       out["cuda", "viterbi"][0], strict=True))
+        notes.append(f"forward CUDA vs CPU max rel diff {diff:.1e}; Viterbi paths equal: {same}")
+    k = min(args.hmmlearn_fits, len(data))
+    jobs = [(data[d], res.params(d)) for d in range(k)]
+    with ProcessPoolExecutor(min(os.cpu_count() or 1, k)) as pool:
+        list(pool.map(_hmmlearn_infer, jobs[:2]))
+        t0 = time.perf_counter()
+        times = list(pool.map(_hmmlearn_infer, jobs))
+        wall = time.perf_counter() - t0
+    n = sum(len(data[d]) for d in range(k))
+    share = np.array(times).sum(axis=0)  # split the wall time by each part's CPU time
+    for j, name in enumerate(("forward", "viterbi")):
+        sec = wall * share[j] / share.sum()
+        rows.append((f"{name}: hmmlearn (all cores)", n, sec, n / sec))
+    return notes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", type=int, default=1000)
@@ -113,6 +166,8 @@ def main() -> None:
     ap.add_argument("--hmmlearn-fits", type=int, default=64, help="hmmlearn timed on this many")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
+    ap.add_argument("--inference", action="store_true",
+                    help="also forward scores and Viterbi paths of every sequence")
     ap.add_argument("--grid", nargs="*", default=[], metavar="NAME=V1;V2",
                     help="CUDA float64 with each value of a config setting")
     args = ap.parse_args()
@@ -127,6 +182,8 @@ def main() -> None:
     rows = []
     cpu_data = data[:args.cpu_datasets]
     res_cpu, s = timed(cpu_data, args, 1, backend="cpu")
+    if not gpu:
+        data = cpu_data  # (inference below: the datasets that were fitted)
     cpu_rate = len(res_cpu.starts) / s
     rows.append(("bulkem CPU f64 (all cores)", len(res_cpu.starts), s, cpu_rate))
     hl_rate, agree = hmmlearn_rate(cpu_data, res_cpu, args)
@@ -134,9 +191,12 @@ def main() -> None:
                  hl_rate))
     notes = [f"hmmlearn vs bulkem CPU, same starts and iterations: max relative loglik "
              f"difference {agree:.2e}"]
+    res_gpu = None
     if gpu:
         for dtype in args.dtypes:
             res, s = timed(data, args, args.repeat, backend="cuda", dtype=dtype)
+            if dtype == "float64":
+                res_gpu = res
             rows.append((f"bulkem CUDA {dtype}", len(res.starts), s, len(res.starts) / s))
             if dtype == "float64":
                 sub = res.summary.loglik.to_numpy()[:args.cpu_datasets]
@@ -154,6 +214,15 @@ def main() -> None:
     print(f"{'run':<34}{'fits':>9}{'seconds':>10}{'fits/s':>12}{'vs hmmlearn':>13}")
     for label, n, s, rate in rows:
         print(f"{label:<34}{n:>9}{s:>10.3f}{rate:>12,.0f}{rate / hl_rate:>12,.1f}x")
+    if args.inference:
+        irows: list[tuple] = []
+        notes += inference_rows(data, res_gpu or res_cpu, args, gpu, irows)
+        base = {name: rate for label, _, _, rate in irows for name in ("forward", "viterbi")
+                if label.startswith(f"{name}: hmmlearn")}
+        print(f"{'inference':<34}{'seqs':>9}{'seconds':>10}{'seqs/s':>12}{'vs hmmlearn':>13}")
+        for label, n, s, rate in irows:
+            name = label.split(":")[0]
+            print(f"{label:<34}{n:>9}{s:>10.3f}{rate:>12,.0f}{rate / base[name]:>12,.1f}x")
     for note in notes:
         print(f"# {note}")
 

@@ -7,6 +7,7 @@
 #   bash benchmarks/gpu_check.sh compare DIR [ARGS]   # bench_speed.py ARGS in DIR (an older
 #                                  # tree, carried) and here, alternately: before/after a change
 #   bash benchmarks/gpu_check.sh hmm [ARGS]     # bench_hmm.py ARGS
+#   bash benchmarks/gpu_check.sh tmap [ARGS]    # bench_tmap.py ARGS (TMAP Table 1 and bulk)
 #   bash benchmarks/gpu_check.sh kernel "" "NAME=V NAME2=V2" ...
 #                                  # kernel-only times (profile_engine.py), one
 #                                  # line per variant: each argument lists the
@@ -58,6 +59,12 @@ case "${1:-tests}" in
     shift
     python3 benchmarks/bench_hmm.py "$@" > "$out/bench_hmm.log" 2>&1
     tail -20 "$out/bench_hmm.log"
+    ;;
+  tmap)
+    shift
+    python3 benchmarks/bench_tmap.py --out "$out" "$@" > "$out/bench_tmap.log" 2>&1
+    echo "rc=$?" >> "$out/bench_tmap.log"
+    tail -45 "$out/bench_tmap.log"
     ;;
   bench)
     shift

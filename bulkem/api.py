@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +19,7 @@ from .progress import Progress
 from .result import FitResult
 
 BACKENDS = ("auto", "cpu", "cuda")
+_COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
 DTYPES = ("float64", "float32")
 
 
@@ -133,7 +135,7 @@ def resolve_backend(backend: str) -> str:
 def fit(
     datasets: Any,
     family: str = "invgauss",
-    n_components: int = 2,
+    n_components: int | None = None,
     n_starts: int = 10,
     max_iter: int = 100,
     tol: float = 1e-6,
@@ -147,6 +149,7 @@ def fit(
     value_col: str | Sequence[str] = "value",
     reg_covar: float = 1e-6,
     init_method: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a finite mixture by EM to every dataset, from many starts each.
@@ -163,11 +166,17 @@ def fit(
         ``value_col`` lists them).  Every dataset of a batch has the same
         ``n_dims``.  Dataset identifiers in the tables are the list
         positions, dict keys or DataFrame labels.
-    family : {"invgauss", "gaussian"}
+    family : {"invgauss", "gaussian", "hmm", "tmap"}
         Component distribution: inverse-Gaussian (positive scalars) or
-        Gaussian with a diagonal covariance matrix (vectors).
-    n_components : int, default 2
-        Mixture components ``M``.
+        Gaussian with a diagonal covariance matrix (vectors); "hmm": hidden
+        Markov models of sequences; "tmap": transient Markovian arrival
+        processes with Erlang branches, fitted to traces of runs (options
+        ``orders``, ``run_col``, ``drop_bad_runs``; see
+        :mod:`bulkem.models.tmap`).
+    n_components : int, optional
+        Mixture components or hidden states ``M`` (default 2); for
+        ``family="tmap"`` the number of Erlang branches, ``len(orders)`` by
+        default.
     n_starts : int, default 10
         Starts per dataset: the rows of ``init`` first, then random starts
         drawn by ``init_method``.
@@ -219,6 +228,10 @@ def fit(
         nearest each centre, equal weights.  None: the family's default,
         "subset" for "invgauss" and "kmeans++" for "gaussian" (the seeding
         scikit-learn users expect).
+    checkpoint : str or os.PathLike, optional
+        A run directory: the datasets are fitted in chunks, each written there
+        (Parquet) as it finishes, and the same call again after a crash fits
+        only what is missing (see :mod:`bulkem.checkpoint`).
 
     Returns
     -------
@@ -230,9 +243,19 @@ def fit(
     ValueError, TypeError
         On bad arguments, at once; on invalid datasets only when ``strict``.
     """
+    if checkpoint is not None:  # chunked and resumable (issue 16): bulkem/checkpoint.py
+        args = dict(locals())
+        del args["datasets"], args["checkpoint"]
+        if n_components is None:  # the family's default, so that the manifest names it
+            args["n_components"] = getattr(models.get(family), "default_n_components", 2)
+        args.update(args.pop("options"))
+        from . import checkpoint as _checkpoint
+
+        return _checkpoint.fit(datasets, checkpoint, **args)
     t0 = time.perf_counter()
     fam = models.get(family)
-    M = _check_int("n_components", n_components, 1)
+    M = (getattr(fam, "default_n_components", 2) if n_components is None
+         else _check_int("n_components", n_components, 1))
     n_starts = _check_int("n_starts", n_starts, 1)
     max_iter = _check_int("max_iter", max_iter, 1)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
@@ -290,6 +313,10 @@ def fit(
     job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, float(tol),
                    init_method, float(reg_covar))
     bar = Progress(progress, len(job.fit_ds))
+    compiled = (model.key, engine, np.dtype(dtype).name)
+    if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
+        bar.phase("compiling kernels, first use; kept on disk for the next run")
+        _COMPILED.add(compiled)
     early: dict = {}
     result_class = model.result_class
 
@@ -303,8 +330,15 @@ def fit(
             from .engines import cuda as eng
         else:
             from .engines import cpu as eng
-        if len(job.fit_ds) and wide.use_large(job, engine):
+        from .engines import wide as wide_units
+        from .models.hmm import many
+
+        if len(job.fit_ds) and many.use_many_states(job, engine):
+            many.run_fits(job, bar, on_starts)  # many states: a fit at a time, over the GPU
+        elif len(job.fit_ds) and wide.use_large(job, engine):
             wide.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
+        elif len(job.fit_ds) and wide_units.use_wide(job, engine):
+            wide_units.run_fits(job, bar, engine, on_starts)  # few fits of many units
         elif len(job.fit_ds):
             eng.run_fits(job, bar, on_starts)
     finally:

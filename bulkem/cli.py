@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__, datasets
+from . import __version__, datasets, stream
 from .api import BACKENDS, DTYPES, fit
 from .models import FAMILIES
 
@@ -152,6 +152,8 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/stream.py
+        return stream.main(args)
     out = Path(args.out)
     family_options = {}
     if args.family == "hmm":
@@ -266,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="summary table; its suffix (.csv, .parquet, .pq) sets the format of "
                    "every table")
     common(f, 100)
+    stream.add_arguments(f)
     f.set_defaults(func=_fit)
     return ap
 

@@ -24,6 +24,9 @@ REDO_FLOAT64 = 6
 # A component whose summed responsibility falls below this many observations
 # is reported as collapsed.
 MIN_COMPONENT_MASS = 1e-8
+# A probability computed by an M-step may exceed 1 by rounding (a sum of counts over its
+# total); up to this much it is accepted as 1 would be.
+PROB_RTOL = 1e-9
 # Relative fall of the log-likelihood tolerated as rounding, by compute dtype.
 DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
 # Largest accepted shape parameter lambda/mu of an inverse-Gaussian component:
@@ -68,8 +71,16 @@ CUDA_WARPS_PER_BLOCK = 4  # warps per block
 # they stop apart (8 lanes 0.64x, 16 lanes 0.83x of 32).
 CUDA_LANES_PER_FIT = 32  # tol > 0
 CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dtype
-# Sequence models (lanes split a dataset's sequences): lanes per fit by (tol > 0).
-CUDA_LANES_PER_FIT_UNITS = {False: 4, True: 4}
+# Sequence models (lanes split a dataset's sequences): lanes per fit by (tol > 0), and
+# the register cap.  Measured on an H200 (issue-13 HMM batch: 20,000 fits of 20
+# sequences, N = 4, V = 8, float64, tol = 0): 4 lanes and 64 registers 6,927 fits/s;
+# no cap 9,099; 128 registers 8,628; 2 lanes 9,104; 8 lanes 2,894.
+CUDA_LANES_PER_FIT_UNITS = {False: 2, True: 2}
+CUDA_MAX_REGISTERS_UNITS = None
+# Hidden Markov models with more states than this run on the GPU one fit at a time, each
+# time step a tiled matrix product over the sequences (bulkem.models.hmm.many); the bulk
+# kernel keeps a lane's state vectors and N x N statistics per lane.
+HMM_MANY_STATES = 32
 # float32 fits that give up are fitted again in float64 by a second launch
 # after their chunk's, with this many lanes per fit (more than 32: a block of
 # that many threads per fit; None: as many as a float64 batch uses, which
@@ -137,3 +148,35 @@ LARGE_CUDA_CHECK_EVERY = 8
 # Marshal the per-iteration kernels' arguments once per fit instead of at every
 # launch (numba-cuda internals; the ordinary launch is used where they differ).
 LARGE_CUDA_PREPARED_LAUNCH = True
+
+# --- TMAP family (issue 14) ---
+# Random starts (the paper's section 4.1): rates are scaled down so that
+# x_max * lambda_max is at most this (the paper's margin from float32's exp
+# underflow at about 88).
+TMAP_START_MAX_RATE_X = 60.0
+
+# --- the wide regime for models of units (bulkem.engines.wide; issue 14) ---
+# A batch runs in the wide regime (each fit over the whole machine, one after
+# another) when the model's items are units (sequences, runs), every dataset
+# it fits has at least WIDE_MIN_UNITS units and it has few fits: fewer than
+# the CPU's Numba threads, or at most WIDE_MAX_FITS_CUDA on the GPU.
+WIDE_MIN_UNITS = 20_000
+WIDE_MAX_FITS_CUDA = 64
+WIDE_REGIME = None  # None: by that rule; True: always (models of units); False: never
+# CPU: units per partial sum (fixed, so results do not depend on threads).
+WIDE_CPU_CHUNK_UNITS = 1024
+# CUDA E-step: threads per block (a multiple of WARP_SIZE); blocks per
+# multiprocessor (None: as many as can be resident at once); a cap on blocks
+# (None: none; tests set it); the most bytes the threads' forward-vector
+# buffers may take (fewer blocks when they would take more).
+WIDE_CUDA_THREADS = 128
+WIDE_CUDA_BLOCKS_PER_SM = None
+WIDE_CUDA_MAX_BLOCKS = None
+WIDE_CUDA_BUF_BYTES = 4 << 30
+# CUDA reduction of the block partials (one block): threads, and statistics
+# summed side by side (REDUCE_THREADS a multiple of REDUCE_COLS).
+WIDE_CUDA_REDUCE_THREADS = 256
+WIDE_CUDA_REDUCE_COLS = 32
+# Iterations launched between two reads of the device's done flag.
+WIDE_CUDA_CHECK_EVERY = 8
+WIDE_CUDA_MAX_REGISTERS = None  # cap on registers per E-step thread (None: the compiler's)

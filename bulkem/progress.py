@@ -28,6 +28,7 @@ class Progress:
         self.total = total
         self.done = 0
         self._desc = desc
+        self._phase = ""
         self._callback = progress if callable(progress) else None
         show = progress is True or (
             progress is None and total >= AUTO_MIN_FITS and sys.stderr.isatty()
@@ -60,6 +61,7 @@ class Progress:
         text : str
             The phase, or "" when it is over.
         """
+        self._phase = text
         if self._bar is None:
             return
         if text:
@@ -70,6 +72,8 @@ class Progress:
                 self._bar.reset(total=self.total)
 
     def __call__(self, n: int) -> None:
+        if self._phase:  # the first fits are done: the phase is over
+            self.phase("")
         self.done += n
         if self._bar is not None:
             self._bar.update(n)

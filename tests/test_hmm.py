@@ -272,3 +272,48 @@ def test_float32_close_to_float64(backend, seed):
     r64 = bulkem.fit(data, **kw)
     r32 = bulkem.fit(data, dtype="float32", **kw)
     assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-5
+
+
+@pytest.mark.cuda
+def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
+    from bulkem.models.hmm import infer
+
+    data = _data("gaussian", 1, 5, 3, 9, seed)[0]
+    res = bulkem.fit([data], family="hmm", emission="gaussian", n_components=2, n_starts=2,
+                     max_iter=5, seed=seed, backend="cpu")
+    m, p = res._model, res._get(0)[0][None]
+    which = np.zeros(len(data), np.int64)
+    a, b = (infer.score(m, p, which, data, backend=k) for k in ("cpu", "cuda"))
+    assert np.max(_rel(b, a)) < 1e-12
+    (pa, la), (pb, lb) = (infer.viterbi(m, p, which, data, backend=k) for k in ("cpu", "cuda"))
+    assert all(np.array_equal(x, y) for x, y in zip(pa, pb, strict=True))
+    assert np.max(_rel(lb, la)) < 1e-12
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("params", ["ste", "se"])
+def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, params):
+    """More states than config.HMM_MANY_STATES: a matrix product per step (forced low here)."""
+    from conftest import SIMULATED
+
+    from bulkem import config
+    from bulkem.models.hmm import many
+
+    monkeypatch.setattr(config, "HMM_MANY_STATES", 2)
+    if SIMULATED:  # small tiles and splits: the simulator runs a Python thread per CUDA thread
+        for name, value in (("TS", 4), ("KS", 2), ("KSG", 2), ("KT", 4)):
+            monkeypatch.setattr(many, name, value)
+        monkeypatch.setattr(many, "XT", many.TS * many.RB)
+        monkeypatch.setattr(many, "LOADS", many.KT * many.XT // (many.TS * many.TS))
+    rng = np.random.default_rng(seed)
+    data = [[rng.integers(0, 3, n).astype(float) for n in (6, 2, 9)],
+            [rng.integers(0, 3, n).astype(float) for n in (4, 5)]]
+    kw = dict(family="hmm", emission="categorical", n_symbols=3, n_components=3, n_starts=2,
+              max_iter=6, tol=1e-4, seed=seed, params=params)
+    a = bulkem.fit(data, backend="cpu", **kw)
+    b = bulkem.fit(data, backend="cuda", **kw)
+    assert (a.starts.status == b.starts.status).all()
+    assert (a.starts.n_iter == b.starts.n_iter).all()
+    assert np.max(_rel(b.starts.loglik, a.starts.loglik)) < 1e-12
+    assert np.allclose(a.transitions.prob, b.transitions.prob, rtol=1e-10, atol=1e-14)
+    assert np.allclose(a.components.prob_1, b.components.prob_1, rtol=1e-10, atol=1e-14)

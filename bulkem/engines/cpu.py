@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import config
 from ..fitting.driver import make_em
+from ..kernels.cache import njit_cached
 from ..kernels.fastmath import EXP_CONSTS
 from ..kernels.target import CPU
 
@@ -23,7 +24,7 @@ def runner(model, dtype):
     NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     cdt = np.dtype(dtype).type
 
-    @njit(parallel=True)
+    @njit_cached(key, parallel=True)
     def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
             tol, drop_rtol, reg, n_buf):
         for f in prange(len(fit_ds)):

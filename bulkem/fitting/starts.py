@@ -16,9 +16,11 @@ import numpy as np
 from numba import njit, prange
 
 from .. import config
+from ..kernels.cache import njit_cached
 
-# Every way of drawing random starts; each model offers some of them.
-INIT_METHODS = ("subset", "kmeans++", "dirichlet")
+# Every way of drawing random starts; each model offers some of them ("random":
+# the TMAP's, section 4.1 of its paper).
+INIT_METHODS = ("subset", "kmeans++", "dirichlet", "random")
 
 _U = np.uint64
 _M1 = _U(0xBF58476D1CE4E5B9)
@@ -127,7 +129,7 @@ def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start,
     """
     kernel = _subset_cache.get(family.name)
     if kernel is None:
-        kernel = _subset_cache[family.name] = _make_subset_kernel(family.subset_init)
+        kernel = _subset_cache[family.name] = _make_subset_kernel(family.subset_init, family.name)
     n_dims = 1 if values.ndim == 1 else values.shape[1]
     if out is None:
         out = np.empty((len(fit_ds), family.n_params(n_components, n_dims)))
@@ -136,8 +138,8 @@ def subset_starts(family, n_components: int, values, offsets, fit_ds, fit_start,
     return out
 
 
-def _make_subset_kernel(init_fn):
-    @njit(parallel=True)
+def _make_subset_kernel(init_fn, name: str):
+    @njit_cached(("subset", name), parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, k, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -230,7 +232,7 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
         )
     kernel = _centre_cache.get(family.name)
     if kernel is None:
-        kernel = _centre_cache[family.name] = _make_centre_kernel(family.centre_init)
+        kernel = _centre_cache[family.name] = _make_centre_kernel(family.centre_init, family.name)
     x = values if values.ndim == 2 else values[:, None]
     if out is None:
         out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
@@ -238,8 +240,8 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
     return out
 
 
-def _make_centre_kernel(init_fn):
-    @njit(parallel=True)
+def _make_centre_kernel(init_fn, name: str):
+    @njit_cached(("kmeans++", name), parallel=True)
     def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]

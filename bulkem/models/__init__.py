@@ -1,7 +1,8 @@
 """The models bulkem fits, by family name.
 
 Each model supplies the EM driver's pieces (:mod:`bulkem.models.base`):
-mixtures (:mod:`.mixture`) and hidden Markov models (:mod:`.hmm`).  A family
+mixtures (:mod:`.mixture`), hidden Markov models (:mod:`.hmm`) and TMAPs with
+Erlang branches (:mod:`.tmap`).  A family
 reads its input form (``read``) and builds the model for the data and
 options (``model``).
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from .hmm import HMM
 from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
+from .tmap import TMAP
 
-FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM}
+FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM, TMAP.name: TMAP}
 
 
 def get(name):

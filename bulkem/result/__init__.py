@@ -3,5 +3,7 @@
 from .base import STATUS_MESSAGES, STATUS_NAMES, FitResult
 from .hmm import HMMResult
 from .mixture import MixtureResult
+from .tmap import TMAPResult
 
-__all__ = ["FitResult", "HMMResult", "MixtureResult", "STATUS_NAMES", "STATUS_MESSAGES"]
+__all__ = ["FitResult", "HMMResult", "MixtureResult", "TMAPResult", "STATUS_NAMES",
+           "STATUS_MESSAGES"]

@@ -147,11 +147,12 @@ class FitResult:
         start_values = _frame({
             "dataset": np.repeat(vids, n_starts * M),
             "start": np.tile(np.repeat(np.arange(n_starts), M), n_valid),
-            "component": np.tile(np.arange(1, M + 1), n_valid * n_starts),
+            model.component_label: np.tile(np.arange(1, M + 1), n_valid * n_starts),
             **model.param_columns(job.init),
         })
-        return {"start_values": start_values, "dataset": np.repeat(vids, n_starts),
-                "start": np.tile(np.arange(n_starts), n_valid), "ids": ids, "vids": vids}
+        dataset, start = np.repeat(vids, n_starts), np.tile(np.arange(n_starts), n_valid)
+        return {"start_values": start_values, "dataset": dataset, "start": start, "ids": ids,
+                "vids": vids, "tables": model.start_tables(dataset, start, job.init)}
 
     @classmethod
     def assemble(cls, model, packed, job, n_starts, seed, backend, dtype, elapsed,
@@ -213,7 +214,7 @@ class FitResult:
             model.component_label: np.tile(np.arange(1, M + 1), len(fitted)),
             **model.param_columns(bp),
         })
-        extra = model.extra_tables(vids[fitted], bp)
+        extra = {**model.extra_tables(vids[fitted], bp), **early["tables"]}
 
         scode = job.status
         starts = _frame({

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln
 
 from .base import FitResult
 
@@ -29,6 +28,15 @@ class HMMResult(FitResult):
         """One row per (dataset, from_state, to_state): the fitted transition probability."""
         return self.tables["transitions"]
 
+    @property
+    def start_transitions(self) -> pd.DataFrame:
+        """Each start's transition matrix: one row per (dataset, start, from_state, to_state).
+
+        The states in the start's own order, as in ``start_values`` (join on
+        ``dataset, start``).
+        """
+        return self.tables["start_transitions"]
+
     def _sequences(self, sequences: Any) -> list[np.ndarray]:
         model = self._model
         seqs = list(sequences) if isinstance(sequences, (list, tuple)) and len(sequences) and \
@@ -43,7 +51,7 @@ class HMMResult(FitResult):
                     raise ValueError(f"sequence {k} has shape {a.shape}; expected (n, {width}).")
             elif a.ndim != 1:
                 raise ValueError(f"sequence {k} has shape {a.shape}; expected (n,).")
-            problem = model.check([a])
+            problem = model.check([a], whole=False)
             if problem:
                 raise ValueError(f"sequence {k}: {problem.split(': ', 1)[-1]}")
             out.append(a)
@@ -52,6 +60,8 @@ class HMMResult(FitResult):
     def _const(self, seqs: list[np.ndarray]) -> np.ndarray:
         if self._model.emission.name != "poisson":
             return np.zeros(len(seqs))
+        from scipy.special import gammaln
+
         return np.array([-gammaln(s + 1.0).sum() for s in seqs])
 
     def score(self, dataset: Any, sequences: Any) -> float:

@@ -2,13 +2,20 @@
 # functions' argument names, R advice instead of Python's, R quoting.
 
 # terms: list(ids = "position" | "name" | "label", interface = "fit_mixture" |
-# "bulkem"), as run_fit() records them; NULL: an unnamed list to fit_mixture().
+# "bulkem" | "fit_hmm"), as run_fit() and fit_hmm() record them; NULL: an
+# unnamed list to fit_mixture().
 r_message <- function(msg, terms = NULL) {
   ids <- if (is.null(terms$ids)) "position" else terms$ids
   interface <- if (is.null(terms$interface)) "fit_mixture" else terms$interface
   if (identical(ids, "position")) {
     msg <- shift_dataset_numbers(msg)
   }
+  hmm <- identical(interface, "fit_hmm")
+  if (hmm) {
+    msg <- shift_numbers(msg, "sequence") # sequences by position, from 1
+  }
+  # init['key'] -> init$key (before the quoting below turns 'key' into "key")
+  msg <- gsub("\\binit\\['([A-Za-z_]+)'\\]", "init$\\1", msg, perl = TRUE)
   original <- identical(interface, "bulkem")
   fixed <- c(
     "DataFrame input" = "The data.frame",
@@ -41,6 +48,8 @@ r_message <- function(msg, terms = NULL) {
     )
   } else {
     fixed <- c(fixed,
+      "(set dataset_col= / sequence_col= to name another)" =
+        "(pass dataset_col = \"<column>\" or sequence_col = \"<column>\" to name another)",
       "Pass dataset_col= to name another." =
         "Pass dataset_col = \"<column>\" to name another.",
       "Pass value_col= to name" = "Pass value_col = \"<column>\" to name",
@@ -54,6 +63,8 @@ r_message <- function(msg, terms = NULL) {
   args <- if (original) {
     c(n_components = "num.components", n_starts = "random.inits", max_iter = "max.iters",
       tol = "epsilon")
+  } else if (hmm) {
+    c(n_components = "components", n_starts = "starts", n_symbols = "symbols")
   } else {
     c(n_components = "components", n_starts = "starts")
   }
@@ -64,14 +75,24 @@ r_message <- function(msg, terms = NULL) {
 }
 
 # "dataset 0" -> "dataset 1": Python counts list positions from 0, R from 1.
-shift_dataset_numbers <- function(msg) {
-  hits <- gregexpr("\\bdataset [0-9]+\\b", msg, perl = TRUE)[[1]]
+shift_dataset_numbers <- function(msg) shift_numbers(msg, "dataset")
+
+# "<word> 0" -> "<word> 1" (word: "dataset", "sequence").
+shift_numbers <- function(msg, word) {
+  relabel_numbers(msg, word, function(k) k + 1L)
+}
+
+# "<word> k" -> "<word> <label(k)>" for every k in msg (one string).
+relabel_numbers <- function(msg, word, label) {
+  hits <- gregexpr(paste0("\\b", word, " [0-9]+\\b"), msg, perl = TRUE)[[1]]
   if (hits[1L] < 0L) {
     return(msg)
   }
   pieces <- regmatches(msg, list(hits))[[1]]
-  numbers <- as.integer(sub("dataset ", "", pieces, fixed = TRUE)) + 1L
-  regmatches(msg, list(hits)) <- list(paste("dataset", numbers))
+  numbers <- as.integer(sub(paste0(word, " "), "", pieces, fixed = TRUE))
+  regmatches(msg, list(hits)) <- list(paste(word, vapply(numbers, function(k) {
+    paste(format(label(k)), collapse = "")
+  }, character(1))))
   msg
 }
 

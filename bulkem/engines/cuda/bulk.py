@@ -178,7 +178,9 @@ def kernel(model, dtype, lanes: int = _WARP):
     """
     G = lanes
     dtype = np.dtype(dtype)
-    key = (model.key, dtype.name, config.CUDA_WARPS_PER_BLOCK, config.CUDA_MAX_REGISTERS, G,
+    units = model.sizes().buf_per_len > 0  # a sequence model
+    regs = config.CUDA_MAX_REGISTERS_UNITS if units else config.CUDA_MAX_REGISTERS
+    key = (model.key, dtype.name, config.CUDA_WARPS_PER_BLOCK, regs, G,
            config.ESTEP_BLOCK_OBS[dtype.name])
     if key in _kernels:
         return _kernels[key]
@@ -193,8 +195,7 @@ def kernel(model, dtype, lanes: int = _WARP):
                                                    sz.work, sz.scratch))
     FPB = _fits_per_block(G)
     cdt = float32 if dtype == np.float32 else float64
-    opts = ({} if config.CUDA_MAX_REGISTERS is None or SIMULATED  # no such option
-            else {"max_registers": config.CUDA_MAX_REGISTERS})
+    opts = {} if regs is None or SIMULATED else {"max_registers": regs}  # (simulator: no option)
     REDO = config.REDO_FLOAT64
 
     @cuda.jit(**opts)

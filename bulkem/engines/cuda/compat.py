@@ -30,7 +30,7 @@ if SIMULATED:
     _cudasim.install()
 
 __all__ = ["cuda", "numba_config", "SIMULATED", "available", "register_exit_hook",
-           "_unload_each_library_once"]
+           "Launcher", "_unload_each_library_once"]
 
 
 def available() -> tuple[bool, str]:
@@ -86,3 +86,56 @@ def register_exit_hook() -> None:
     if not _registered and not SIMULATED:
         atexit.register(_at_exit)
         _registered = True
+
+
+class Launcher:
+    """Launches ``configured`` (``kernel[grid, block, stream]``) again and again with ``args``.
+
+    numba-cuda types and marshals every argument again at each launch, which
+    costs tens of microseconds, about as much as a small kernel; engines that
+    launch the same kernels with the same arguments every iteration (or every
+    time step) build the marshalled argument list once, the way
+    ``numba.cuda``'s own launch builds it, and hand it to ``cuda.core.launch``.
+    An integer argument may change between launches (:meth:`set`).  Where this
+    numba-cuda differs (or under the simulator, or with ``prepared=False``),
+    the ordinary launch is used.
+    """
+
+    def __init__(self, configured, args, prepared: bool = True) -> None:
+        self.configured = configured
+        self.args = list(args)
+        self._fast = None
+        if SIMULATED or not prepared:
+            return
+        try:
+            from cuda.core import LaunchConfig, launch
+            from numba.cuda._compat import CUDA_CORE_GE_1_0
+
+            disp = configured.dispatcher
+            kernel = disp.compile(tuple(disp.typeof_pyval(a) for a in args))
+            stream = configured.stream
+            kargs: list = []
+            self._slot = {}  # argument -> its position in kargs (integer arguments)
+            for k, (ty, val) in enumerate(zip(kernel.argument_types, args, strict=True)):
+                self._slot[k] = len(kargs)
+                kernel._prepare_args(ty, val, stream, [], kargs)
+            coop = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
+            cfg = LaunchConfig(grid=configured.griddim, block=configured.blockdim, shmem_size=0,
+                               **{coop: False})
+            cufunc = kernel._codelibrary.get_cufunc().kernel
+        except Exception:  # pragma: no cover - another numba-cuda
+            return
+        self._kargs = kargs
+        self._fast = lambda: launch(stream, cfg, cufunc, *kargs)
+
+    def set(self, k: int, value: int) -> None:
+        """Argument ``k`` (an integer) is ``value`` from the next launch on."""
+        self.args[k] = value
+        if self._fast is not None:
+            self._kargs[self._slot[k]].value = value
+
+    def __call__(self) -> None:
+        if self._fast is not None:
+            self._fast()
+        else:
+            self.configured(*self.args)

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import config
-from ...kernels.scaled import LN2, exponent
+from ...kernels.scaled import LN2, exponent, pow2
 from ..base import Pieces, Sizes
 
 
@@ -115,6 +115,10 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
     expo = jit(exponent)
+    p2 = jit(pow2)
+    # |exponents| up to this are scaled by one multiplication in the compute dtype
+    # (2**-e a normal number of it); beyond, by ldexp (same result, to the bit)
+    LIM = 1000 if dtype == np.float64 else 120
     accum = jit(emission.accum)
     prep_e = jit(emission.prep)
     mstep_e = jit(emission.mstep)
@@ -122,6 +126,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     ONE = dtype(1.0)
     CAST = dtype  # the forward vectors come back from the float64 buffer in the compute dtype
     MIN_MASS = config.MIN_COMPONENT_MASS
+    ONE_PLUS = 1.0 + config.PROB_RTOL
     COLLAPSE = config.DEGENERATE_COLLAPSE
 
     def setup(data, lo, hi, step, tot):
@@ -131,7 +136,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         ok = True
         for i in range(N):
             p = params[i]
-            ok = ok and p >= 0.0 and p <= 1.0
+            ok = ok and p >= 0.0 and p <= ONE_PLUS  # (an M-step may round a sum to 1 + 1 ulp)
             work[i] = p
             row = 0.0
             for j in range(N):
@@ -139,7 +144,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 ok = ok and a >= 0.0
                 row += a
                 work[PT + i * N + j] = a
-            ok = ok and row <= 1.0 + 1e-9
+            ok = ok and row <= ONE_PLUS
             work[WX + i] = max(1.0 - row, 0.0)
         ok = prep_e(params, PE, N, K, work, WE) and ok
         return 0.0 if ok else math.nan
@@ -154,8 +159,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             s += v
         ex = expo(s)
         scale = ex
+        sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
         for j in range(N):
-            a[j] = math.ldexp(nb[j], -ex)
+            a[j] = nb[j] * sc if -LIM <= ex <= LIM else math.ldexp(nb[j], -ex)
             buf[j] = a[j]
         for t in range(1, T):
             shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
@@ -169,8 +175,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 s += v
             ex = expo(s)
             scale += ex
+            sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
             for j in range(N):
-                a[j] = math.ldexp(nb[j], -ex)
+                a[j] = nb[j] * sc if -LIM <= ex <= LIM else math.ldexp(nb[j], -ex)
                 buf[t * N + j] = a[j]
         s = ZERO
         for j in range(N):
@@ -214,8 +221,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                     stats[i] += g
                 sb += nb[i]
             ex = expo(sb)
+            sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
             for i in range(N):
-                b[i] = math.ldexp(nb[i], -ex)
+                b[i] = nb[i] * sc if -LIM <= ex <= LIM else math.ldexp(nb[i], -ex)
         return ll
 
     unit_f = jit(unit)

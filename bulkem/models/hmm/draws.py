@@ -45,7 +45,7 @@ def _chain(N, seed, key, start, out):
         _dirichlet(seed, key, start, c + N * (i + 1), out, N + i * N, N)
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def _draw_categorical(values, offsets, fit_ds, fit_start, keys, seed, N, V, out):
     PE = N + N * N
     for f in prange(len(fit_ds)):
@@ -66,7 +66,7 @@ def _draw_categorical(values, offsets, fit_ds, fit_start, keys, seed, N, V, out)
                 out[f, PE + i * V + v] /= k + V
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def _draw_gaussian(values, offsets, fit_ds, fit_start, keys, seed, N, kmeans, out):
     D = values.shape[1]
     PE = N + N * N
@@ -93,7 +93,7 @@ def _draw_gaussian(values, offsets, fit_ds, fit_start, keys, seed, N, kmeans, ou
                 out[f, PE + i * 2 * D + q] = tmp[i * P + 1 + q]
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def _draw_poisson(values, offsets, fit_ds, fit_start, keys, seed, N, out):
     PE = N + N * N
     for f in prange(len(fit_ds)):

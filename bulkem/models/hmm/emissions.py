@@ -70,7 +70,7 @@ def _cat_prep(params, po, N, K, work, wo):
     ok = True
     for q in range(N * K):
         p = params[po + q]
-        ok = ok and p >= 0.0 and p <= 1.0
+        ok = ok and p >= 0.0 and p <= 1.0 + config.PROB_RTOL  # (rounding in the M-step)
         work[wo + q] = p
     return ok
 

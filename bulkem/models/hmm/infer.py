@@ -16,9 +16,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ...kernels.scaled import LN2, exponent
+from ...engines.cuda.compat import cuda  # (module level: the simulator swaps it there)
+from ...kernels.cache import njit_cached
+from ...kernels.scaled import LN2, exponent, pow2
 from ...kernels.target import CPU
 
 
@@ -36,18 +38,21 @@ def make_units(model, dtype, target) -> Units:
     * ``forward(x, a0, T, work, scratch) -> loglik``;
     * ``posterior(x, a0, T, work, scratch, buf, gamma) -> loglik``: ``gamma[t N + i]``
       the posterior probability of state ``i`` at step ``t`` (``buf``: ``N T`` values);
-    * ``viterbi(x, a0, T, work, scratch, lat, back, path) -> logprob``: the most
-      probable path into ``path[:T]`` (``lat`` ``N``, ``back`` ``N T`` scratch).
+    * ``viterbi(x, a0, T, work, lw, scratch, lat, back, path) -> logprob``: the most
+      probable path into ``path[:T]`` (``lw = log(work)``; ``lat`` ``N``, ``back`` ``N T``
+      scratch).
 
-    ``work`` comes from the chain's ``prepare`` (the model's pieces).
+    ``work`` comes from the chain's ``prepare`` (:func:`work_rows`).
     """
     lay = model.layout
     N, K = lay.N, lay.K
     PT, WX, WE = lay.p_trans, lay.w_exit, lay.w_emit
     TERM = model.terminating
+    CAT = model.emission.name == "categorical"
     jit = target.jit
     dens = jit(model.emission.dens)
     expo = jit(exponent)
+    two = jit(pow2)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
 
@@ -70,8 +75,9 @@ def make_units(model, dtype, target) -> Units:
                 s += v
             ex = expo(s)
             scale += ex
+            sc = two(-ex)
             for j in range(N):
-                a[j] = math.ldexp(nb[j], -ex)
+                a[j] = nb[j] * sc
                 if keep:
                     buf[t * N + j] = a[j]
         s = ZERO
@@ -110,26 +116,34 @@ def make_units(model, dtype, target) -> Units:
                     acc += work[PT + i * N + j] * e[j] * b[j]
                 nb[i] = acc
                 sb += acc
-            ex = expo(sb)
+            sc = two(-expo(sb))
             for i in range(N):
-                b[i] = math.ldexp(nb[i], -ex)
+                b[i] = nb[i] * sc
             t -= 1
         return ll
 
-    def viterbi(x, a0, T, work, scratch, lat, back, path):
+    def viterbi(x, a0, T, work, lw, scratch, lat, back, path):
+        # lw = log(work), computed once on the host: the same bits on every engine, so that
+        # the engines' paths are the same, near ties included (categorical emissions; others
+        # take their log densities from dens)
         e = scratch[N:2 * N]
         nb = scratch[2 * N:3 * N]
         for t in range(T):
-            m = dens(work, WE, N, K, x, a0 + t, e)
+            m = 0.0
+            if not CAT:
+                m = dens(work, WE, N, K, x, a0 + t, e)
             for j in range(N):
-                le = math.log(e[j]) + m
-                if t == 0:
-                    nb[j] = math.log(work[j]) + le
+                if CAT:
+                    le = lw[WE + j * K + int(x[a0 + t])]
                 else:
-                    best = lat[0] + math.log(work[PT + j])
+                    le = math.log(e[j]) + m
+                if t == 0:
+                    nb[j] = lw[j] + le
+                else:
+                    best = lat[0] + lw[PT + j]
                     arg = 0
                     for i in range(1, N):
-                        v = lat[i] + math.log(work[PT + i * N + j])
+                        v = lat[i] + lw[PT + i * N + j]
                         if v > best:
                             best = v
                             arg = i
@@ -139,7 +153,7 @@ def make_units(model, dtype, target) -> Units:
                 lat[j] = nb[j]
         if TERM:
             for j in range(N):
-                lat[j] += math.log(work[WX + j])
+                lat[j] += lw[WX + j]
         best = lat[0]
         arg = 0
         for j in range(1, N):
@@ -167,39 +181,97 @@ def _cpu_runners(model):
     units = make_units(model, np.float64, CPU)
     fwd, post, vit = units.forward, units.posterior, units.viterbi
 
-    @njit(parallel=True)
-    def run_score(params, which, x, offsets, out):
-        for u in prange(len(offsets) - 1):
-            work = np.empty(NW)
-            scratch = np.empty(4 * N)
-            base = prepare(params[which[u]], scratch, scratch, work)
-            out[u] = fwd(x, offsets[u], offsets[u + 1] - offsets[u], work, scratch) + base
+    @njit_cached(("hmm-infer", model.key), parallel=True)
+    def work_rows(params, out):
+        for k in prange(len(params)):
+            scratch = np.empty(1)
+            base = prepare(params[k], scratch, scratch, out[k])
+            if not base == 0.0:  # a parameter out of its domain
+                out[k, :] = np.nan
 
-    @njit(parallel=True)
-    def run_posterior(params, which, x, offsets, gamma, out):
+    @njit_cached(("hmm-infer", model.key), parallel=True)
+    def run_score(work, which, x, offsets, out):
         for u in prange(len(offsets) - 1):
-            work = np.empty(NW)
+            scratch = np.empty(4 * N)
+            out[u] = fwd(x, offsets[u], offsets[u + 1] - offsets[u], work[which[u]], scratch)
+
+    @njit_cached(("hmm-infer", model.key), parallel=True)
+    def run_posterior(work, which, x, offsets, gamma, out):
+        for u in prange(len(offsets) - 1):
             scratch = np.empty(4 * N)
             T = offsets[u + 1] - offsets[u]
             buf = np.empty(N * T)
-            base = prepare(params[which[u]], scratch, scratch, work)
-            out[u] = post(x, offsets[u], T, work, scratch, buf,
-                          gamma[offsets[u] * N:offsets[u + 1] * N]) + base
+            out[u] = post(x, offsets[u], T, work[which[u]], scratch, buf,
+                          gamma[offsets[u] * N:offsets[u + 1] * N])
 
-    @njit(parallel=True)
-    def run_viterbi(params, which, x, offsets, path, out):
+    @njit_cached(("hmm-infer", model.key), parallel=True)
+    def run_viterbi(work, lw, which, x, offsets, path, out):
         for u in prange(len(offsets) - 1):
-            work = np.empty(NW)
             scratch = np.empty(4 * N)
             T = offsets[u + 1] - offsets[u]
             lat = np.empty(N)
             back = np.zeros(N * T, dtype=np.int64)
-            base = prepare(params[which[u]], scratch, scratch, work)
-            out[u] = vit(x, offsets[u], T, work, scratch, lat, back,
-                         path[offsets[u]:offsets[u + 1]]) + base
+            out[u] = vit(x, offsets[u], T, work[which[u]], lw[which[u]], scratch, lat, back,
+                         path[offsets[u]:offsets[u + 1]])
 
-    _cpu[model.key] = (run_score, run_posterior, run_viterbi)
+    _cpu[model.key] = (work_rows, run_score, run_posterior, run_viterbi, NW)
     return _cpu[model.key]
+
+
+def work_rows(model, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each model's per-step coefficients (the chain's ``prepare``) and their logs, on the host.
+
+    Rows of NaN for parameters out of their domain.  The logs are NumPy's, the
+    same bits for every engine.
+    """
+    run, *_, NW = _cpu_runners(model)
+    work = np.empty((len(params), NW))
+    run(np.ascontiguousarray(params, np.float64), work)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return work, np.log(work)
+
+
+_gpu: dict = {}
+
+
+def _cuda_runners(model):
+    """Forward scores and Viterbi paths of many sequences on the GPU, a thread per sequence."""
+    if model.key in _gpu:
+        return _gpu[model.key]
+    from numba import float64
+
+    from ...engines.cuda import bulk
+
+    lay = model.layout
+    N = lay.N
+    units = make_units(model, np.float64, bulk.target(1, lay.n_stats))
+    fwd, vit = units.forward, units.viterbi
+    NS = 4 * N
+
+    @cuda.jit
+    def run_score(work, which, x, offsets, out):
+        u = cuda.grid(1)
+        if u >= offsets.shape[0] - 1:
+            return
+        scratch = cuda.local.array(NS, float64)
+        out[u] = fwd(x, offsets[u], offsets[u + 1] - offsets[u], work[which[u]], scratch)
+
+    @cuda.jit
+    def run_viterbi(work, lw, which, x, offsets, path, back, out):
+        u = cuda.grid(1)
+        if u >= offsets.shape[0] - 1:
+            return
+        scratch = cuda.local.array(NS, float64)
+        lat = cuda.local.array(N, float64)
+        a, b = offsets[u], offsets[u + 1]
+        out[u] = vit(x, a, b - a, work[which[u]], lw[which[u]], scratch, lat, back[a * N:b * N],
+                     path[a:b])
+
+    _gpu[model.key] = (run_score, run_viterbi)
+    return _gpu[model.key]
+
+
+THREADS = 128  # threads per block of the GPU's per-sequence kernels
 
 
 def _layout(model, sequences: list[np.ndarray]):
@@ -210,8 +282,9 @@ def _layout(model, sequences: list[np.ndarray]):
     return x, offsets
 
 
-def score(model, params: np.ndarray, which: np.ndarray, sequences: list) -> np.ndarray:
-    """Log-likelihood of each sequence under its model ``params[which[k]]`` (CPU).
+def score(model, params: np.ndarray, which: np.ndarray, sequences: list,
+          backend: str = "cpu") -> np.ndarray:
+    """Log-likelihood of each sequence under its model ``params[which[k]]``.
 
     Parameters
     ----------
@@ -219,15 +292,29 @@ def score(model, params: np.ndarray, which: np.ndarray, sequences: list) -> np.n
     params : ndarray of shape (n_models, n_params)
     which : ndarray of shape (n_sequences,)
     sequences : list of ndarray
+    backend : {"cpu", "cuda"}
+        Every core, or a GPU thread per sequence.
 
     Returns
     -------
     ndarray of shape (n_sequences,)
+        Without the part no parameter changes (``-log(x!)`` of Poisson counts).
     """
     x, offsets = _layout(model, sequences)
     out = np.empty(len(sequences))
-    _cpu_runners(model)[0](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
-                           offsets, out)
+    work, _ = work_rows(model, params)
+    which = np.asarray(which, np.int64)
+    if backend == "cuda":
+        run = _cuda_runners(model)[0]
+        n = len(sequences)
+        if n:
+            dev_out = cuda.device_array(n)
+            run[(n + THREADS - 1) // THREADS, THREADS](
+                cuda.to_device(work), cuda.to_device(which), cuda.to_device(x),
+                cuda.to_device(offsets), dev_out)
+            dev_out.copy_to_host(out)
+        return out
+    _cpu_runners(model)[1](work, which, x, offsets, out)
     return out
 
 
@@ -237,17 +324,34 @@ def posteriors(model, params, which, sequences) -> tuple[list[np.ndarray], np.nd
     N = model.n_states
     gamma = np.empty(offsets[-1] * N)
     out = np.empty(len(sequences))
-    _cpu_runners(model)[1](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
+    _cpu_runners(model)[2](work_rows(model, params)[0], np.asarray(which, np.int64), x,
                            offsets, gamma, out)
     g = gamma.reshape(-1, N)
     return [g[offsets[k]:offsets[k + 1]] for k in range(len(sequences))], out
 
 
-def viterbi(model, params, which, sequences) -> tuple[list[np.ndarray], np.ndarray]:
-    """The most probable state path (0-based) of each sequence and its log-probability (CPU)."""
+def viterbi(model, params, which, sequences,
+            backend: str = "cpu") -> tuple[list[np.ndarray], np.ndarray]:
+    """The most probable state path (0-based) of each sequence and its log-probability.
+
+    ``backend``: every core (``"cpu"``) or a GPU thread per sequence (``"cuda"``).
+    """
     x, offsets = _layout(model, sequences)
     path = np.empty(offsets[-1], dtype=np.int64)
     out = np.empty(len(sequences))
-    _cpu_runners(model)[2](np.asarray(params, np.float64), np.asarray(which, np.int64), x,
-                           offsets, path, out)
+    work, lw = work_rows(model, params)
+    which = np.asarray(which, np.int64)
+    if backend == "cuda" and len(sequences):
+        run = _cuda_runners(model)[1]
+        n = len(sequences)
+        dev_path = cuda.device_array(len(path), np.int64)
+        dev_back = cuda.device_array(len(x) // model.values_per_obs() * model.n_states, np.int64)
+        dev_out = cuda.device_array(n)
+        run[(n + THREADS - 1) // THREADS, THREADS](
+            cuda.to_device(work), cuda.to_device(lw), cuda.to_device(which), cuda.to_device(x),
+            cuda.to_device(offsets), dev_path, dev_back, dev_out)
+        dev_path.copy_to_host(path)
+        dev_out.copy_to_host(out)
+    elif len(sequences):
+        _cpu_runners(model)[3](work, lw, which, x, offsets, path, out)
     return [path[offsets[k]:offsets[k + 1]] for k in range(len(sequences))], out

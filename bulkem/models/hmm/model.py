@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln
 
 from ...data import Packed, Ragged
 from ...fitting import starts
@@ -45,6 +44,9 @@ class HMMModel:
     name = "hmm"
     component_label = "state"
     terminating = False
+    # The items the lanes split are the data's units (sequences): the wide
+    # engine (bulkem.engines.wide) may deal them to threads in any order.
+    unit_items = True
 
     @property
     def layout(self) -> ChainLayout:
@@ -113,8 +115,12 @@ class HMMModel:
     def values_per_obs(self) -> int:
         return self.emission.values_per_obs(self.K)
 
-    def check(self, units: list) -> str | None:
-        """Every problem of one dataset (a list of sequences), or None."""
+    def check(self, units: list, whole: bool = True) -> str | None:
+        """Every problem of one dataset (a list of sequences), or None.
+
+        ``whole=False`` checks the sequences alone, not whether the dataset has
+        enough observations to fit (for scoring and decoding new sequences).
+        """
         problems = []
         n_obs = 0
         for k, u in enumerate(units):
@@ -139,7 +145,7 @@ class HMMModel:
                                     f"counts (non-negative integers; first: {u[wrong][0]:g})")
         if not units:
             problems.append("no sequences")
-        elif n_obs < self.n_states:
+        elif whole and n_obs < self.n_states:
             problems.append(f"too short: {n_obs} observations, at least {self.n_states} needed "
                             "for this number of states")
         return "; ".join(problems) if problems else None
@@ -157,6 +163,8 @@ class HMMModel:
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
         if self.emission.name == "poisson":
+            from scipy.special import gammaln
+
             const = -np.add.reduceat(gammaln(data.values + 1.0),
                                      data.value_offsets[:-1]) if len(data.values) else const
         return (x, data.units), data.groups, const
@@ -211,7 +219,7 @@ class HMMModel:
 
     def _split(self, params: np.ndarray):
         N, lay = self.n_states, self.layout
-        p = np.asarray(params, dtype=np.float64).reshape(len(params), -1)
+        p = np.asarray(params, dtype=np.float64).reshape(len(params), lay.n_params)
         return (p[:, :N], p[:, N:lay.p_emit].reshape(-1, N, N),
                 p[:, lay.p_emit:].reshape(-1, N, lay.E))
 
@@ -240,18 +248,33 @@ class HMMModel:
 
     def permute(self, params: np.ndarray, order: np.ndarray) -> np.ndarray:
         """Each fit's states renumbered: new state ``k`` is old state ``order[f, k]``."""
+        N, lay = self.n_states, self.layout
         start, trans, emit = self._split(params)
         rows = np.arange(len(params))[:, None]
         start = start[rows, order]
         trans = trans[rows[:, :, None], order[:, :, None], order[:, None, :]]
         emit = emit[rows, order]
-        return np.concatenate([start, trans.reshape(len(params), -1),
-                               emit.reshape(len(params), -1)], axis=1)
+        n = len(params)
+        return np.concatenate([start, trans.reshape(n, N * N), emit.reshape(n, N * lay.E)],
+                              axis=1)
 
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """``params`` with each fit's states in increasing order of :meth:`order_key`."""
         order = np.argsort(self.order_key(params), axis=1, kind="stable")
         return self.permute(params, order)
+
+    def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
+        """``start_transitions``: each start's transition matrix, one row per (dataset, start,
+        from_state, to_state) (the states in the start's own order, as ``start_values``)."""
+        N = self.n_states
+        _, trans, _ = self._split(init)
+        return {"start_transitions": pd.DataFrame({
+            "dataset": np.repeat(datasets, N * N),
+            "start": np.repeat(starts, N * N),
+            "from_state": np.tile(np.repeat(np.arange(1, N + 1), N), len(datasets)),
+            "to_state": np.tile(np.arange(1, N + 1), N * len(datasets)),
+            "prob": trans.reshape(-1),
+        })}
 
     def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
         """``transitions``: one row per (dataset, from_state, to_state), ``prob``."""

@@ -166,6 +166,10 @@ class MixtureModel:
         p = params.reshape(len(params), M, P)
         return np.take_along_axis(p, order[:, :, None], axis=1).reshape(len(params), M * P)
 
+    def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
+        """Tables of the starts beyond ``start_values``: none for a mixture."""
+        return {}
+
     def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
         """Tables beyond the shared ones: none for a mixture."""
         return {}

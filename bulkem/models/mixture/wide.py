@@ -59,8 +59,9 @@ import numpy as np
 from numba import float32, float64, int64, njit, uint64
 
 from ... import config
-from ...engines.cuda.compat import cuda  # numba.cuda, after the numpy shim and simulator set-up
+from ...engines.cuda.compat import Launcher, cuda  # (after the numpy shim and simulator set-up)
 from ...fitting.driver import make_em, make_stop
+from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU_WIDE
 
@@ -125,7 +126,7 @@ def _cpu_runner(model, dtype):
     NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     cdt = np.dtype(dtype).type
 
-    @njit
+    @njit_cached(key)
     def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, reg):
         return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
                   np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
@@ -477,43 +478,9 @@ _host_coef: dict = {}
 
 
 def _launcher(configured, args):
-    """A no-argument function that launches ``configured`` (``kernel[grid, block,
-    stream]``) with the fixed ``args``.
-
-    numba-cuda types and marshals every argument again at each launch, which
-    costs tens of microseconds, about as much as one of these kernels; the
-    large regime launches the same two kernels with the same arguments every
-    iteration, so (with ``config.LARGE_CUDA_PREPARED_LAUNCH``) the marshalled
-    argument list is built once, the way ``numba.cuda``'s own launch builds
-    it, and handed to ``cuda.core.launch``.  Where this numba-cuda differs,
-    the ordinary launch is used.
-    """
-    def ordinary():
-        configured(*args)
-
-    if numba.config.ENABLE_CUDASIM or not config.LARGE_CUDA_PREPARED_LAUNCH:
-        return ordinary
-    try:
-        from cuda.core import LaunchConfig, launch
-        from numba.cuda._compat import CUDA_CORE_GE_1_0
-
-        disp = configured.dispatcher
-        kernel = disp.compile(tuple(disp.typeof_pyval(a) for a in args))
-        stream = configured.stream
-        kargs: list = []
-        for ty, val in zip(kernel.argument_types, args, strict=True):
-            kernel._prepare_args(ty, val, stream, [], kargs)
-        coop = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
-        cfg = LaunchConfig(grid=configured.griddim, block=configured.blockdim, shmem_size=0,
-                           **{coop: False})
-        cufunc = kernel._codelibrary.get_cufunc().kernel
-    except Exception:  # pragma: no cover - another numba-cuda
-        return ordinary
-
-    def prepared():
-        launch(stream, cfg, cufunc, *kargs)
-
-    return prepared
+    """A no-argument function launching ``configured`` with the fixed ``args``
+    (:class:`bulkem.engines.cuda.compat.Launcher`; ``config.LARGE_CUDA_PREPARED_LAUNCH``)."""
+    return Launcher(configured, args, prepared=config.LARGE_CUDA_PREPARED_LAUNCH)
 
 
 def _grid_blocks(estep, dtype, threads: int) -> int:

@@ -29,4 +29,6 @@ test_that("the README's R block runs as pasted", {
   expect_identical(env$fit$summary$dataset, c("a", "b"))
   expect_length(env$fits, 2L)
   expect_true(all(env$fit$summary$status %in% c("converged", "max_iter")))
+  expect_s3_class(env$hmm, "bulkem_hmm")
+  expect_identical(env$hmm$summary$dataset, c("a", "b"))
 })

@@ -1,0 +1,86 @@
+"""Compile the TMAP's and the wide regime's CUDA kernels for sm_90 without a GPU, through ptxas.
+
+    source /tmp/sassenv.sh    # CUDA_HOME, LD_LIBRARY_PATH, PATH to a CUDA toolkit with ptxas
+    python benchmarks/ptx_check.py
+
+Numba writes PTX for compute capability 9.0 (needs libNVVM, not a GPU) and
+``ptxas`` assembles it, which refuses what the simulator accepts (local or
+shared arrays of size zero or of a non-constant size).  Prints, per kernel,
+ptxas' exit status, registers and spills.  Exits non-zero if any kernel fails.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from numba import cuda, float32, float64, int32, int64, types
+from numba.cuda import dispatcher as cuda_dispatcher
+
+
+class _Hopper:
+    """Stands in for the current device: Numba compiles device functions for its cc."""
+
+    compute_capability = (9, 0)
+
+
+def _ptxas(ptx: str, regs: int | None) -> tuple[int, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        src.write_text(ptx)
+        cmd = ["ptxas", "-arch=sm_90", "-O3", "-v", str(src), "-o", str(out)]
+        if regs:
+            cmd[4:4] = ["-maxrregcount", str(regs)]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+    info = [ln.split(":", 1)[-1].strip() for ln in run.stderr.splitlines()
+            if "Used" in ln or "spill" in ln or "error" in ln.lower()]
+    return run.returncode, "; ".join(info[:3])
+
+
+def main() -> int:
+    cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
+    from bulkem import config
+    from bulkem.engines.cuda import bulk, wide
+    from bulkem.kernels.fastmath import EXP_CONSTS
+    from bulkem.models.hmm import EMISSIONS, HMMModel
+    from bulkem.models.tmap import TMAPModel
+
+    models = [TMAPModel.of((1, 2, 3)), TMAPModel.of((1, 1, 2, 4)),
+              HMMModel(EMISSIONS["categorical"], 4, 8)]
+    xc = types.UniTuple(float64, len(EXP_CONSTS))
+    failed = 0
+    for m in models:
+        for dtype in ("float64", "float32"):
+            fdt = float32 if dtype == "float32" else float64
+            data = types.Tuple((fdt[::1], int64[::1]))
+            data64 = types.Tuple((float64[::1], int64[::1]))
+            init, estep, reduce, _ = wide.kernels(m, np.dtype(dtype))
+            sigs = {
+                "wide init": (init, (float64[::1], float64[::1], float64[::1], fdt[::1],
+                                     float64[::1]), None),
+                "wide estep": (estep, (data, int64, int64, fdt[::1], float64[:, ::1],
+                                       int64[::1], float64[:, ::1], xc),
+                               config.WIDE_CUDA_MAX_REGISTERS),
+                "wide reduce": (reduce, (float64[:, ::1], int64, int64[::1], float64[::1],
+                                         float64[::1], float64[::1], float64[::1], fdt[::1],
+                                         int64, float64, int64, float64, float64, float64),
+                                None),
+            }
+            k = bulk.kernel(m, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype, m))
+            sigs["bulk"] = (k, (data, data64, int64[::1], int64[::1], float64[::1],
+                                float64[:, ::1], int32[::1], int32[::1], float64[::1], xc, int64,
+                                float64, float64, float64, int64[::1], int32[::1],
+                                float64[:, ::1]), config.CUDA_MAX_REGISTERS)
+            for name, (kern, sig, regs) in sigs.items():
+                ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
+                rc, info = _ptxas(ptx, regs)
+                failed += rc != 0
+                print(f"{m.name:5s} {m.emission.name:14s} {dtype:8s} {name:12s} rc={rc} {info}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

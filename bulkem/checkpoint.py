@@ -1,0 +1,536 @@
+"""Checkpoint and resume: ``bulkem.fit(..., checkpoint="run_dir/")``.
+
+The datasets are cut into chunks of whole datasets, in input order, and fitted
+chunk by chunk through the ordinary :func:`bulkem.fit`.  As each chunk
+finishes, its tables go to ``run_dir`` as Parquet files, in a folder written
+under a temporary name and renamed when complete, so a crash (even SIGKILL)
+leaves only whole chunks behind.  The same call again fits only the chunks that
+are missing and returns the tables an uninterrupted run would have returned:
+each fit depends on the seed, the dataset's values and the start number alone,
+never on which other datasets share its batch.
+
+``run_dir`` holds::
+
+    manifest.json          the arguments, the chunk size, the data's size and hashes
+    chunk-000000/          one folder per finished chunk:
+        summary.parquet    ... one file per table of the FitResult,
+        best.parquet       the best fits (for density, predict, params),
+        meta.json          the chunk's datasets, data hash, backend and timing.
+
+A run directory made with other arguments or other data is refused, with a
+message that lists what differs.  The backend, the progress display and
+``strict`` may change between runs (they do not change the tables).  One
+process at a time may use a run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import __version__, api, combine, models
+from .combine import Parts
+from .progress import Progress
+
+# Fits per chunk: a chunk holds max(1, CHUNK_FITS // n_starts) datasets.  A
+# chunk is the work lost to a crash and the grain of the Parquet files; 10^6
+# fits are about a second on a GPU and a minute on 16 CPU cores (200 values).
+CHUNK_FITS = 1_000_000
+MANIFEST = "manifest.json"
+FORMAT = "bulkem-checkpoint-1"
+# Arguments that may differ between the runs of one checkpoint: they do not
+# change the tables.
+NOT_COMPARED = ("backend", "progress", "strict")
+# Warnings of bulkem.fit that a chunked run replaces by one for the whole run.
+_BATCH_WARNINGS = ("datasets are invalid and were not fitted", "have no usable start")
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as err:  # pragma: no cover - pyarrow is in the test extra
+        raise ImportError(
+            "checkpoints are Parquet files and need pyarrow: pip install 'bulkem[parquet]'."
+        ) from err
+    return pa, pq
+
+
+# --- hashing and JSON --------------------------------------------------------
+
+
+def _plain(x: Any) -> Any:
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def jsonable(x: Any) -> Any:
+    """Arguments as JSON values (arrays as nested lists; anything else by repr)."""
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    x = _plain(x)
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return repr(x)
+
+
+def _feed(h: Any, value: Any) -> None:
+    """Feed a dataset (or any input piece) into a hash, exactly and in order."""
+    if isinstance(value, (pd.DataFrame, pd.Series)):
+        frame = value.to_frame() if isinstance(value, pd.Series) else value
+        for name, col in frame.items():
+            h.update(f"\x00{name}:{col.dtype}:{len(col)}\x00".encode())
+            if isinstance(col.dtype, np.dtype) and col.dtype.kind in "biufcmM":
+                h.update(np.ascontiguousarray(col.to_numpy()))  # numbers: their bytes
+            else:  # strings, objects: codes in order, then pandas' hash of each distinct value
+                codes, uniques = pd.factorize(col)
+                h.update(np.ascontiguousarray(codes))
+                h.update(pd.util.hash_pandas_object(pd.Series(uniques), index=False).to_numpy())
+        return
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError):  # ragged: a list of sequences, say
+        a = None
+    if a is not None and a.dtype.kind in "biuf":
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a))
+    elif isinstance(value, (list, tuple)):
+        h.update(f"[{len(value)}".encode())
+        for v in value:
+            _feed(h, v)
+    else:
+        h.update(repr(value).encode())
+
+
+def hash_input(piece: Any) -> str:
+    """Hash of a piece of input in :func:`bulkem.fit`'s forms (identifiers included)."""
+    h = hashlib.blake2b(digest_size=16)
+    if isinstance(piece, Mapping):
+        for k, v in piece.items():
+            h.update(f"\x00{_plain(k)!r}\x00".encode())
+            _feed(h, v)
+    else:
+        _feed(h, piece)
+    return h.hexdigest()
+
+
+def _short(x: Any, width: int = 60) -> str:
+    s = json.dumps(x)
+    return s if len(s) <= width else s[: width - 3] + "..."
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    out = []
+    for key in dict.fromkeys([*old, *new]):
+        a, b = old.get(key, "(absent)"), new.get(key, "(absent)")
+        if a != b:
+            out.append(f"{key} = {_short(a)} in the checkpoint, {_short(b)} now")
+    return out
+
+
+# --- the run directory -------------------------------------------------------
+
+
+class RunDir:
+    """A checkpoint directory: a manifest and one folder per finished chunk.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The directory; created (with its parents) when the first chunk is written.
+
+    Attributes
+    ----------
+    manifest : dict or None
+        The manifest found there, or None for a new run.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.manifest = None
+        self._pending: dict | None = None
+        mpath = self.path / MANIFEST
+        if mpath.exists():
+            self.manifest = json.loads(mpath.read_text())
+            if self.manifest.get("format") != FORMAT:
+                raise ValueError(
+                    f"{mpath} is not a bulkem checkpoint of this version (format "
+                    f"{self.manifest.get('format')!r}, expected {FORMAT!r}); use another "
+                    "directory."
+                )
+        elif self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise ValueError(
+                f"checkpoint directory {self.path} exists and is not a bulkem checkpoint (no "
+                f"{MANIFEST}); name a new or empty directory."
+            )
+
+    def start(self, source: str, arguments: dict, chunk_datasets: int,
+              data: dict | None = None) -> None:
+        """Check a run against the manifest, or prepare a new manifest.
+
+        Parameters
+        ----------
+        source : str
+            What makes the chunks ("fit": in-memory datasets; "stream": a file).
+        arguments : dict
+            The fit's arguments, as compared between runs (JSON-able).
+        chunk_datasets : int
+            Datasets per chunk.
+        data : dict, optional
+            The data's size and per-chunk hashes, when known up front.
+
+        Raises
+        ------
+        ValueError
+            When the manifest differs: the message lists what.
+        """
+        new = {"format": FORMAT, "bulkem": __version__, "source": source,
+               "arguments": jsonable(arguments), "chunk_datasets": int(chunk_datasets),
+               "data": jsonable(data)}
+        new = json.loads(json.dumps(new))  # tuples -> lists, as read back
+        if self.manifest is None:
+            self._pending = new
+            return
+        old = self.manifest
+        diffs = _differences({k: old.get(k) for k in ("bulkem", "source", "chunk_datasets")},
+                             {k: new[k] for k in ("bulkem", "source", "chunk_datasets")})
+        diffs += _differences(old.get("arguments", {}), new["arguments"])
+        if diffs:
+            raise ValueError(
+                f"checkpoint {self.path} was made with other arguments: " + "; ".join(diffs)
+                + ". Call with the same arguments to resume it, or use another directory "
+                "(or delete this one) to start afresh."
+            )
+        if data is not None and old.get("data") != new["data"]:
+            raise ValueError(
+                f"checkpoint {self.path} was made from other data: "
+                + _data_differences(old.get("data") or {}, new["data"], int(chunk_datasets))
+                + ". Pass the same datasets in the same order to resume it, or use another "
+                "directory (or delete this one) to start afresh."
+            )
+
+    def _chunk(self, i: int) -> Path:
+        return self.path / f"chunk-{i:06d}"
+
+    def finished(self) -> set[int]:
+        """Numbers of the chunks written completely."""
+        if not self.path.is_dir():
+            return set()
+        return {int(p.name[6:]) for p in self.path.glob("chunk-*") if p.is_dir()}
+
+    def meta(self, i: int) -> dict:
+        """The ``meta.json`` of finished chunk ``i``."""
+        return json.loads((self._chunk(i) / "meta.json").read_text())
+
+    def _write_manifest(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".{MANIFEST}.tmp{os.getpid()}"
+        tmp.write_text(json.dumps(self._pending, indent=1))
+        _fsync(tmp)
+        os.replace(tmp, self.path / MANIFEST)
+        _fsync(self.path)
+        self.manifest, self._pending = self._pending, None
+
+    def clear_temporary(self) -> None:
+        """Remove folders of chunks that a killed run left half-written."""
+        if self.path.is_dir():
+            for p in self.path.glob(".chunk-*.tmp*"):
+                shutil.rmtree(p, ignore_errors=True)
+
+    def write(self, i: int, parts: Parts, meta: dict) -> None:
+        """Write chunk ``i`` atomically: a temporary folder, renamed when complete."""
+        pa, pq = _require_pyarrow()
+        if self._pending is not None:
+            self._write_manifest()
+        tmp = self.path / f".chunk-{i:06d}.tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            for name, table in parts.tables.items():
+                pq.write_table(pa.Table.from_pandas(table, preserve_index=False),
+                               tmp / f"{name}.parquet")
+            pq.write_table(_best_table(parts.best), tmp / "best.parquet")
+        except (pa.ArrowException, TypeError, ValueError) as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise TypeError(
+                f"chunk {i} cannot be written to Parquet ({err}); checkpoints need dataset "
+                "identifiers of one Parquet type (all integers or all strings, say)."
+            ) from None
+        meta = {**meta, "tables": list(parts.tables), "scalars": jsonable(parts.scalars),
+                "result_class": parts.result_class}
+        (tmp / "meta.json").write_text(json.dumps(jsonable(meta), indent=1))
+        for p in tmp.iterdir():
+            _fsync(p)
+        os.rename(tmp, self._chunk(i))
+        _fsync(self.path)
+
+    def read(self, i: int) -> Parts:
+        """The parts of finished chunk ``i``."""
+        _, pq = _require_pyarrow()
+        d = self._chunk(i)
+        meta = self.meta(i)
+        tables = {name: pq.read_table(d / f"{name}.parquet").to_pandas()
+                  for name in meta["tables"]}
+        return Parts(tables, _read_best(pq.read_table(d / "best.parquet")), meta["scalars"],
+                     meta["result_class"])
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _best_table(best: dict):
+    """``FitResult._best`` (id -> tuple of 1-D float arrays) as an Arrow table."""
+    pa, _ = _require_pyarrow()
+    ids = list(best)
+    records = list(best.values())
+    cols = {"dataset": pa.array([_plain(k) for k in ids])}
+    for j in range(len(records[0]) if records else 0):
+        cols[f"part{j}"] = pa.array(
+            [np.asarray(r[j], dtype=np.float64).ravel() for r in records],
+            type=pa.list_(pa.float64()))
+    return pa.table(cols)
+
+
+def _read_best(table) -> dict:
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return {}
+    ids = table.column("dataset").to_numpy(zero_copy_only=False)
+    parts = []
+    for name in table.column_names[1:]:
+        col = table.column(name).combine_chunks()
+        flat = pc.list_flatten(col).to_numpy(zero_copy_only=False)
+        parts.append(flat.reshape(table.num_rows, -1))  # same length for every dataset
+    return {k: tuple(p[r] for p in parts) for r, k in enumerate(ids)}
+
+
+def _data_differences(old: dict, new: dict, chunk: int) -> str:
+    if old.get("n_datasets") != new.get("n_datasets"):
+        return f"{old.get('n_datasets')} datasets there, {new.get('n_datasets')} now"
+    a, b = old.get("chunk_hashes") or [], new.get("chunk_hashes") or []
+    bad = [i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y]
+    n = new.get("n_datasets") or 0
+    what = ", ".join(f"chunk {i} (datasets {i * chunk} to {min((i + 1) * chunk, n) - 1})"
+                     for i in bad[:5])
+    more = f" and {len(bad) - 5} more chunks" if len(bad) > 5 else ""
+    return f"the values or identifiers of {what}{more} differ"
+
+
+# --- in-memory datasets in chunks ------------------------------------------------
+
+
+class _Chunks:
+    """Cuts :func:`bulkem.fit`'s input into chunks of whole datasets, in input order.
+
+    Each chunk is in a form ``bulkem.fit`` takes and gives the same dataset
+    identifiers as the whole input: row subsets of a long DataFrame, sub-dicts
+    of a dict, ``{position: dataset}`` dicts of a list.  One array (one
+    dataset) is a single chunk.
+    """
+
+    def __init__(self, datasets: Any, ndim: int, dataset_col: str):
+        self.data = datasets
+        self.kind = "whole"
+        self.n = 1
+        if isinstance(datasets, pd.DataFrame):
+            if dataset_col in datasets.columns:
+                codes, uniques = pd.factorize(datasets[dataset_col])  # first appearance; NaN -1
+                self._order = np.argsort(codes, kind="stable")
+                self._sorted = codes[self._order]
+                self.kind, self.n = "frame", len(uniques)
+        elif isinstance(datasets, Mapping):
+            self._keys = list(datasets)
+            self.kind, self.n = "dict", len(self._keys)
+        elif isinstance(datasets, np.ndarray) and datasets.ndim == 3 and ndim == 2:
+            self.kind, self.n = "list", len(datasets)
+        elif isinstance(datasets, (pd.Series, np.ndarray)) or (
+                isinstance(datasets, Sequence) and all(np.isscalar(v) for v in datasets)):
+            pass  # one dataset (or an empty or malformed input, for bulkem.fit to judge)
+        elif isinstance(datasets, Sequence) and not isinstance(datasets, (str, bytes)):
+            self.kind, self.n = "list", len(datasets)
+
+    def get(self, lo: int, hi: int) -> Any:
+        """Datasets ``lo`` to ``hi - 1`` (input order), in a form ``bulkem.fit`` takes."""
+        if self.kind == "frame":
+            a, b = np.searchsorted(self._sorted, [lo, hi])
+            return self.data.iloc[np.sort(self._order[a:b])]
+        if self.kind == "dict":
+            return {k: self.data[k] for k in self._keys[lo:hi]}
+        if self.kind == "list":
+            return {j: self.data[j] for j in range(lo, hi)}
+        return self.data
+
+
+def chunk_bounds(n: int, chunk_datasets: int) -> Iterator[tuple[int, int, int]]:
+    """``(chunk number, first dataset, end)`` of each chunk of ``n`` datasets."""
+    for i, lo in enumerate(range(0, n, chunk_datasets)):
+        yield i, lo, min(lo + chunk_datasets, n)
+
+
+# --- bulkem.fit(..., checkpoint=...) ----------------------------------------------
+
+
+class _Relay:
+    """Forwards each chunk's progress to the run's bar, as a running total."""
+
+    def __init__(self, bar: Progress):
+        self.bar, self.base = bar, 0  # base: fits of the chunks before this one
+
+    def __call__(self, done: int, total: int) -> None:
+        self._to(self.base + done)
+
+    def _to(self, target: int) -> None:
+        if target > self.bar.done:
+            self.bar(target - self.bar.done)
+
+    def chunk(self, n_fits: int) -> None:
+        """The chunk of ``n_fits`` fits is done (fitted or read back): top the bar up."""
+        self.base += n_fits
+        self._to(self.base)
+
+
+def draw_seed() -> int:
+    """A random seed, as :func:`bulkem.fit` draws one when none is given."""
+    return int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+
+
+def resolve_seed(run: RunDir, seed: int | None) -> int | None:
+    """The seed of a run: the one given, else the checkpoint's, else a new one."""
+    if seed is not None:
+        return seed
+    if run.manifest is not None:
+        return run.manifest["arguments"].get("seed")
+    return draw_seed()
+
+
+def warn_for_run(status: Mapping[str, int], caught: list, stacklevel: int = 4) -> None:
+    """Warn once for a whole chunked run, as :func:`bulkem.fit` warns for one batch.
+
+    Parameters
+    ----------
+    status : mapping of str -> int
+        Datasets by status over the run.
+    caught : list of warnings.WarningMessage
+        The chunks' warnings: bulkem.fit's per-batch ones are replaced, the
+        others repeated.
+    stacklevel : int
+        Passed to :func:`warnings.warn`.
+    """
+    for w in caught:
+        if not any(s in str(w.message) for s in _BATCH_WARNINGS):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    status = dict(status)
+    n, n_bad, n_failed = (sum(status.values()), status.get("invalid_data", 0),
+                          status.get("failed", 0))
+    if n_bad:
+        warnings.warn(f"{n_bad} of {n} datasets are invalid and were not fitted; see "
+                      "summary.status and summary.message.", stacklevel=stacklevel)
+    if n_failed:
+        warnings.warn(f"{n_failed} of {n} datasets have no usable start (status 'failed'); "
+                      "try more starts or fewer components.", stacklevel=stacklevel)
+
+
+def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.FitResult:
+    """:func:`bulkem.fit` in chunks, each written to ``checkpoint`` as it finishes.
+
+    Called by ``bulkem.fit(..., checkpoint=run_dir)``; takes the same
+    arguments.  A second call with the same arguments and data fits only the
+    chunks that are missing.  With ``seed=None`` a new run draws a seed and a
+    resumed run takes the checkpoint's.
+
+    Parameters
+    ----------
+    datasets
+        As :func:`bulkem.fit`.
+    checkpoint : str or os.PathLike
+        The run directory.
+    **kwargs
+        Every other argument of :func:`bulkem.fit`.
+
+    Returns
+    -------
+    FitResult
+        The tables of an uninterrupted ``bulkem.fit`` (rows in input order);
+        ``elapsed`` is this call's wall time, ``backend`` the backend(s) that
+        fitted the chunks, joined by "+" when they differ.
+
+    Raises
+    ------
+    ValueError
+        When the checkpoint was made with other arguments or data (the message
+        says what differs), or as :func:`bulkem.fit`.
+    """
+    t0 = time.perf_counter()
+    _require_pyarrow()
+    fam = models.get(kwargs.get("family", "invgauss"))
+    combine.check_splittable(kwargs)
+    chunks = _Chunks(datasets, getattr(fam, "ndim", 1), kwargs.get("dataset_col", "dataset"))
+    if chunks.n == 0:
+        return api.fit(datasets, **kwargs)  # raises: no datasets
+    run = RunDir(checkpoint)
+    n_starts = kwargs.get("n_starts", 10)
+    default_chunk = max(1, CHUNK_FITS // n_starts) if isinstance(n_starts, int) and n_starts > 0 \
+        else 1
+    per_chunk = int(run.manifest["chunk_datasets"]) if run.manifest else default_chunk
+    kwargs["seed"] = resolve_seed(run, kwargs.get("seed"))
+    bounds = list(chunk_bounds(chunks.n, per_chunk))
+    hashes = [hash_input(chunks.get(lo, hi)) for _, lo, hi in bounds]
+    arguments = {k: v for k, v in kwargs.items() if k not in NOT_COMPARED}
+    whole = hashlib.blake2b("".join(hashes).encode(), digest_size=16).hexdigest()
+    run.start("fit", arguments, per_chunk,
+              {"n_datasets": chunks.n, "hash": whole, "chunk_hashes": hashes})
+    run.clear_temporary()
+    done = run.finished()
+
+    progress = kwargs.pop("progress", None)
+    bar = Progress(progress, chunks.n * n_starts if isinstance(n_starts, int) else 0)
+    relay = _Relay(bar)
+    parts: list[Parts] = []
+    caught: list = []
+    try:
+        for i, lo, hi in bounds:
+            if i in done:
+                parts.append(run.read(i))
+            else:
+                t1 = time.perf_counter()
+                data = chunks.get(lo, hi)
+                if chunks.kind == "frame":  # the plain layout split fast; others by bulkem.fit
+                    fast = combine.split_long(data, kwargs.get("dataset_col", "dataset"),
+                                              kwargs.get("value_col", "value"),
+                                              kwargs.get("family", "invgauss"))
+                    data = data if fast is None else fast
+                with warnings.catch_warnings(record=True) as got:
+                    warnings.simplefilter("always")
+                    res = api.fit(data, progress=relay if bar.active else False, **kwargs)
+                caught += got
+                p = combine.split(res)
+                run.write(i, p, {"chunk": i, "first": lo, "end": hi, "hash": hashes[i],
+                                 "seconds": time.perf_counter() - t1})
+                parts.append(p)
+            relay.chunk((hi - lo) * n_starts)
+    finally:
+        bar.close()
+    result = combine.join(parts, elapsed=time.perf_counter() - t0)
+    if result._model is None:  # every chunk read back: the model from the first dataset
+        result._model = combine.model_for(kwargs, chunks.get(0, 1))
+    warn_for_run(result.summary["status"].value_counts(sort=False), caught)
+    return result

@@ -1,0 +1,407 @@
+"""The wide regime on the GPU: one fit spread over every thread of the grid, any model of units.
+
+A fit's units (a TMAP trace's runs, an HMM dataset's sequences) are dealt
+to all the threads of a grid sized to fill the GPU, and each iteration is
+three small pieces of work with no host round trip:
+
+1. The E-step kernel: thread ``t`` of ``T`` runs the model's ``estep`` over
+   its units ``t, t + T, t + 2T, ...`` (a lane of the driver with
+   ``step = T``) into statistics of its own (registers and local memory;
+   small: 18 values for a TMAP of 3 branches), then each warp sums its
+   threads' statistics by butterfly shuffles and the block sums its warps in
+   warp order: one row of block partials per block, in a fixed order.
+2. The reduction kernel (one block): column sums of the partials in a fixed
+   order; then one thread runs ``complete``, the stopping rule, the M-step
+   and ``prepare`` for the next iteration, on the device.  A done flag makes
+   later launches return at once; the host reads it every
+   ``config.WIDE_CUDA_CHECK_EVERY`` iterations.
+
+Balance: before the fit, the units are sorted longest first and dealt in
+rounds of ``T``, every other round in reverse (a snake deal), and stored in
+that order: thread ``t``'s ``r``-th unit is unit ``r T + t`` of the copy.
+Each thread gets the same number of units (one less in the last round),
+their total lengths differ by about one unit's length at most (as the
+paper's greedy longest-first deal), the threads of a warp take units of
+nearly equal lengths side by side (little divergence), and their reads of
+each round's units are neighbours in memory.
+
+float32 fits follow the driver: a fit that float32 would stop as degenerate
+is fitted again in float64 from its start, and the returned log-likelihood
+of a float32 fit is one float64 E-step at its parameters.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from numba import float32, float64
+
+from ... import config
+from ...data import Ragged
+from ...fitting.driver import make_stop
+from ...kernels.fastmath import EXP_CONSTS
+from ...kernels.target import Target
+from ..wide import gave_up
+from .bulk import _APPROX32, _device, _group_sums
+from .compat import SIMULATED, cuda, register_exit_hook
+
+_WARP = config.WARP_SIZE
+
+
+@_device
+def _same(x):
+    return x
+
+
+@_device
+def _nothing(a, lo, hi):
+    pass
+
+
+# The pieces run by one thread each: nothing to sum across lanes inside them.
+_TARGET = Target("cuda", _device, _same, _nothing, approx32=_APPROX32, redo_here=False)
+
+
+def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:
+    """The order in which a fit's units are stored so that the threads get equal work.
+
+    Parameters
+    ----------
+    lengths : ndarray of shape (n_units,)
+        Values per unit (the cost of a unit).
+    n_threads : int
+        ``T``, the threads of the grid.
+
+    Returns
+    -------
+    ndarray of shape (n_units,)
+        ``order``: position ``r T + t`` of the copy holds unit ``order[r T + t]``,
+        thread ``t``'s ``r``-th unit.  Units are taken longest first, ``T`` per
+        round; every other full round is dealt in reverse (thread ``T - 1``
+        first), the last, partial round to threads ``0, 1, ...``.
+    """
+    lengths = np.asarray(lengths)
+    n = len(lengths)
+    ranked = np.argsort(-lengths, kind="stable")
+    k = np.arange(n)
+    r, t = k // n_threads, k % n_threads
+    full = n // n_threads
+    thread = np.where((r % 2 == 1) & (r < full), n_threads - 1 - t, t)
+    order = np.empty(n, dtype=np.int64)
+    order[r * n_threads + thread] = ranked
+    return order
+
+
+def thread_loads(lengths: np.ndarray, order: np.ndarray, n_threads: int) -> np.ndarray:
+    """Values each thread takes under ``order`` (:func:`deal`), ``(n_threads,)``."""
+    pos = np.arange(len(order))
+    return np.bincount(pos % n_threads, weights=np.asarray(lengths)[order],
+                       minlength=n_threads)
+
+
+def _units_in_order(data: Ragged, d: int, order: np.ndarray) -> Ragged:
+    """Dataset ``d`` of ``data`` alone, its units stored in ``order``."""
+    u0 = data.groups[d]
+    first = data.units[u0:data.groups[d + 1]]
+    lens = data.units[u0 + 1:data.groups[d + 1] + 1] - first
+    lens, first = lens[order], first[order]
+    units = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(lens, out=units[1:])
+    idx = np.repeat(first - units[:-1], lens) + np.arange(units[-1])
+    return Ragged(data.values[idx], units, np.array([0, len(order)], dtype=np.int64))
+
+
+_kernels: dict = {}
+
+
+def kernels(model, dtype):
+    """``(init, estep, reduce, n_partials)`` of a model and compute dtype (compiled once).
+
+    * ``init[1, 1](params, tot, coef, work, fstate)``: ``fstate[2] = prepare(...)``;
+    * ``estep[nb, WIDE_CUDA_THREADS](data, lo, hi, work, part, istate, buf, xc)``;
+    * ``reduce[1, WIDE_CUDA_REDUCE_THREADS](part, nb, istate, fstate, params, tot,
+      coef, work, n, const, max_iter, tol, drop_rtol, reg)``.
+
+    ``istate`` (int64): done flag, M-steps done, status; ``fstate`` (float64):
+    previous log-likelihood, log-likelihood, ``prepare``'s base term.
+    """
+    dtype = np.dtype(dtype)
+    NTH = config.WIDE_CUDA_THREADS
+    RT, RC = config.WIDE_CUDA_REDUCE_THREADS, config.WIDE_CUDA_REDUCE_COLS
+    regs = None if SIMULATED else config.WIDE_CUDA_MAX_REGISTERS
+    key = (model.key, dtype.name, NTH, RT, RC, regs)
+    if key in _kernels:
+        return _kernels[key]
+    register_exit_hook()
+    if NTH % _WARP or RT % RC:
+        raise ValueError(f"config.WIDE_CUDA_THREADS = {NTH} must be a multiple of {_WARP} and "
+                         f"WIDE_CUDA_REDUCE_THREADS = {RT} a multiple of WIDE_CUDA_REDUCE_COLS "
+                         f"= {RC}.")
+    cdt = float32 if dtype == np.float32 else float64
+    pieces = model.pieces(dtype.type, _TARGET)
+    prepare_f, estep_f, complete_f, mstep_f = (pieces.prepare, pieces.estep, pieces.complete,
+                                               pieces.mstep)
+    FIRST = pieces.first_stat
+    sz = model.sizes()
+    NS, NK, NX = sz.stats, sz.work, sz.scratch
+    NSX = NS + 1  # the statistics and the log-likelihood
+    # local and shared arrays: each size one named constant, at least 1
+    LS, LK, LX, LSX = max(NS, 1), max(NK, 1), max(NX, 1), NSX
+    NWARP = NTH // _WARP
+    SH = NWARP * NSX
+    RG = RT // RC
+    warp_sum = _group_sums(_WARP, 1)[0]
+    stop_f = make_stop(_device)
+    opts = {} if regs is None else {"max_registers": regs}
+
+    @cuda.jit
+    def init(params, tot, coef, work, fstate):
+        if cuda.grid(1) == 0:
+            fstate[2] = prepare_f(params, tot, coef, work)
+
+    @cuda.jit(**opts)
+    def estep(data, lo, hi, work_g, part, istate, buf, xc):
+        if istate[0] != 0:
+            return  # the fit has stopped
+        tid = cuda.threadIdx.x
+        g = cuda.blockIdx.x * NTH + tid
+        work = cuda.shared.array(LK, cdt)  # the iteration's coefficients, read by every thread
+        for k in range(tid, NK, NTH):
+            work[k] = work_g[k]
+        cuda.syncthreads()
+        stats = cuda.local.array(LS, float64)
+        for k in range(NS):
+            stats[k] = 0.0
+        scratch = cuda.local.array(LX, cdt)
+        row = buf[:, g]  # the thread's buffer: a column, so that a warp's values are neighbours
+        ll = estep_f(data, lo + g, hi, cuda.gridDim.x * NTH, work, stats, scratch, row, xc)
+        share = cuda.shared.array(SH, float64)  # (warp, statistic)
+        w = tid // _WARP
+        lane = tid % _WARP
+        for k in range(FIRST, NS):
+            v = warp_sum(stats[k])
+            if lane == 0:
+                share[w * NSX + k] = v
+        v = warp_sum(ll)
+        if lane == 0:
+            share[w * NSX + NS] = v
+        cuda.syncthreads()
+        for k in range(FIRST + tid, NSX, NTH):
+            s = share[k]
+            for q in range(1, NWARP):
+                s += share[q * NSX + k]
+            part[cuda.blockIdx.x, k] = s
+
+    @cuda.jit
+    def reduce(part, nb, istate, fstate, params, tot, coef, work, n, const, max_iter, tol,
+               drop_rtol, reg):
+        if istate[0] != 0:
+            return
+        tid = cuda.threadIdx.x
+        c = tid % RC
+        g = tid // RC
+        red = cuda.shared.array(RT, float64)
+        st = cuda.shared.array(LSX, float64)
+        for c0 in range(0, NSX, RC):
+            col = c0 + c
+            s0 = s1 = s2 = s3 = 0.0  # four independent sums keep four loads in flight
+            if col < NSX and col >= FIRST:
+                b = g
+                while b + 3 * RG < nb:
+                    s0 += part[b, col]
+                    s1 += part[b + RG, col]
+                    s2 += part[b + 2 * RG, col]
+                    s3 += part[b + 3 * RG, col]
+                    b += 4 * RG
+                while b < nb:
+                    s0 += part[b, col]
+                    b += RG
+            red[tid] = (s0 + s1) + (s2 + s3)
+            cuda.syncthreads()
+            if g == 0 and col < NSX:
+                s = red[c]
+                for h in range(1, RG):
+                    s += red[h * RC + c]
+                st[col] = s
+            cuda.syncthreads()
+        if tid == 0:
+            complete_f(st, tot)
+            ll = st[NS] + fstate[2] + const
+            fstate[1] = ll
+            code = stop_f(ll, fstate[0], istate[1], max_iter, tol, drop_rtol)
+            if code < 0:
+                code = mstep_f(st, params, n, reg)
+                if code == 0:
+                    fstate[0] = ll
+                    istate[1] += 1
+                    fstate[2] = prepare_f(params, tot, coef, work)
+            if code != 0:
+                istate[2] = code
+                istate[0] = 1
+
+    _kernels[key] = (init, estep, reduce, NSX)
+    return _kernels[key]
+
+
+def _resident_blocks(estep, args) -> int:
+    """E-step blocks: ``config.WIDE_CUDA_BLOCKS_PER_SM`` per multiprocessor, or as many
+    as can be resident at once (one wave; each thread walks its share of units)."""
+    if SIMULATED:
+        return 2
+    n_sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    if config.WIDE_CUDA_BLOCKS_PER_SM is not None:
+        return config.WIDE_CUDA_BLOCKS_PER_SM * n_sm
+    try:
+        kernel = estep.compile(tuple(estep.typeof_pyval(a) for a in args))
+        return max(1, kernel.max_cooperative_grid_blocks(config.WIDE_CUDA_THREADS))
+    except Exception:  # pragma: no cover - an occupancy query this numba-cuda lacks
+        return 4 * n_sm
+
+
+# The last CUDA fit's iteration loop (launches, flag reads and device work,
+# synchronised at both ends), for benchmarks/bench_tmap.py.
+last_cuda_loop = {"seconds": 0.0, "iterations": 0, "blocks": 0, "threads": 0, "imbalance": 0.0}
+
+
+class _Device:
+    """One dataset's arrays on the GPU, dealt for ``nb`` blocks, and the kernels' state."""
+
+    def __init__(self, job, d, stream):
+        from ..cpu import narrow
+
+        data = job.data
+        n_units = int(data.groups[d + 1] - data.groups[d])
+        lengths = np.diff(data.units[data.groups[d]:data.groups[d + 1] + 1])
+        self.narrow = np.dtype(job.dtype) != np.float64
+        k = kernels(job.model, job.dtype)
+        k64 = kernels(job.model, np.float64) if self.narrow else k
+        rows = max(1, job.model.sizes().buf_per_len * int(lengths.max()))
+        # grid: resident blocks, no more than the units need, the buffers within budget
+        probe = self._probe_args(job, k[3])
+        nb = min(_resident_blocks(k[1], probe), -(-n_units // config.WIDE_CUDA_THREADS))
+        if config.WIDE_CUDA_MAX_BLOCKS is not None:
+            nb = min(nb, config.WIDE_CUDA_MAX_BLOCKS)
+        per_block = rows * 8 * config.WIDE_CUDA_THREADS
+        nb = max(1, min(nb, config.WIDE_CUDA_BUF_BYTES // per_block))
+        T = nb * config.WIDE_CUDA_THREADS
+        order = deal(lengths, T)
+        loads = thread_loads(lengths, order, T)
+        self.imbalance = float(loads.max() / loads.mean()) if loads.mean() > 0 else 1.0
+        part = _units_in_order(data, d, order)
+        data64, _, _ = job.model.kernel_data(part)
+        host = narrow(data64, job.dtype) if self.narrow else data64
+        self.data64 = tuple(cuda.to_device(a, stream=stream) if isinstance(a, np.ndarray)
+                            else a for a in data64)
+        self.data = (tuple(cuda.to_device(a, stream=stream) if isinstance(a, np.ndarray)
+                           else a for a in host) if self.narrow else self.data64)
+        self.n_units, self.nb, self.T, self.k, self.k64 = n_units, nb, T, k, k64
+        self.part = cuda.device_array((nb, k[3]), np.float64, stream=stream)
+        self.buf = cuda.device_array((rows, T), np.float64, stream=stream)
+        sz = job.model.sizes()
+        self.tot = cuda.to_device(np.zeros(max(sz.totals, 1)), stream=stream)
+        self.coef = cuda.device_array(max(sz.coef, 1), np.float64, stream=stream)
+        self.work = cuda.device_array(max(sz.work, 1), job.dtype, stream=stream)
+        self.work64 = (cuda.device_array(max(sz.work, 1), np.float64, stream=stream)
+                       if self.narrow else self.work)
+        if sz.totals:  # the fit's constants, once, on the CPU (float64, chunk order)
+            from ..wide import _cpu_runner
+
+            setup = _cpu_runner(job.model, np.float64)[0]
+            tot = setup(data64, 0, n_units, config.WIDE_CPU_CHUNK_UNITS)
+            self.tot = cuda.to_device(tot, stream=stream)
+
+    @staticmethod
+    def _probe_args(job, nsx):
+        """Arguments of the E-step's types, for the occupancy query (no data)."""
+        data64, _, _ = job.model.kernel_data(job.data.take(np.array([], np.int64)))
+        narrow = np.dtype(job.dtype) != np.float64
+        data = tuple(a.astype(job.dtype) if narrow and isinstance(a, np.ndarray)
+                     and a.dtype == np.float64 else a for a in data64)
+        return (data, 0, 0, np.zeros(1, job.dtype), np.zeros((1, nsx)), np.zeros(4, np.int64),
+                np.zeros((1, 1)), EXP_CONSTS)
+
+
+def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, drop_rtol):
+    """Launch the iterations of one fit until its done flag is set; the loop's wall time."""
+    from ...models.mixture.wide import _launcher  # the prepared launch (numba-cuda internals)
+
+    init, estep, reduce, _ = kern
+    with warnings.catch_warnings():  # the one-block kernels' grids are small by design
+        warnings.filterwarnings("ignore", message="Grid size")
+        init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate)
+        est = _launcher(estep[dev.nb, config.WIDE_CUDA_THREADS, stream],
+                        (data, 0, dev.n_units, work, dev.part, istate, dev.buf, EXP_CONSTS))
+        red = _launcher(reduce[1, config.WIDE_CUDA_REDUCE_THREADS, stream],
+                        (dev.part, dev.nb, istate, fstate, params_g, dev.tot, dev.coef, work,
+                         dev.n_units, const, job.max_iter, job.tol, drop_rtol, job.reg))
+    every = max(1, config.WIDE_CUDA_CHECK_EVERY)
+    state = np.zeros(4, np.int64)
+    stream.synchronize()
+    t0 = time.perf_counter()
+    for it in range(job.max_iter + 1):
+        est()
+        red()
+        if (it + 1) % every == 0 or it == job.max_iter:
+            istate.copy_to_host(state, stream=stream)
+            stream.synchronize()
+            if state[0]:
+                break
+    return time.perf_counter() - t0, state
+
+
+def run_fits(job, progress) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` in the wide regime on the GPU, in place.
+
+    The job's starts are in ``job.params`` already (:func:`bulkem.engines.wide.run_fits`).
+    """
+    _, _, const = job.kernel_data()
+    stream = cuda.stream()
+    dev, dev_d = None, -1
+    for f in range(len(job.fit_ds)):
+        d = int(job.fit_ds[f])
+        if d != dev_d:
+            dev, dev_d = _Device(job, d, stream), d
+        params_g = cuda.to_device(job.params[f], stream=stream)
+        istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
+        fstate = cuda.to_device(np.zeros(3), stream=stream)
+        seconds, state = _loop(job, dev, dev.k, dev.data, dev.work, params_g, istate, fstate,
+                               stream, float(const[d]), job.drop_rtol)
+        iters = int(state[1]) + 1
+        if dev.narrow and gave_up(int(state[2])):  # again in float64, from its start
+            params_g = cuda.to_device(job.init[f], stream=stream)
+            istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
+            fstate = cuda.to_device(np.zeros(3), stream=stream)
+            more, state = _loop(job, dev, dev.k64, dev.data64, dev.work64, params_g, istate,
+                                fstate, stream, float(const[d]), config.DECREASE_RTOL["float64"])
+            seconds += more
+            iters += int(state[1]) + 1
+        fs = fstate.copy_to_host(stream=stream)
+        ll = fs[1]
+        if dev.narrow and not gave_up(int(state[2])):
+            ll = _evaluate64(dev, params_g, stream, float(const[d]))
+        params_g.copy_to_host(job.params[f], stream=stream)
+        stream.synchronize()
+        job.status[f] = state[2]
+        job.n_iter[f] = state[1]
+        job.loglik[f] = ll
+        last_cuda_loop.update(seconds=seconds, iterations=iters, blocks=dev.nb, threads=dev.T,
+                              imbalance=dev.imbalance)
+        progress(1)
+
+
+def _evaluate64(dev, params_g, stream, const: float) -> float:
+    """One float64 E-step at ``params_g``: the returned log-likelihood of a float32 fit."""
+    init, estep, _, nsx = dev.k64
+    fstate = cuda.to_device(np.zeros(3), stream=stream)
+    istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Grid size")
+        init[1, 1, stream](params_g, dev.tot, dev.coef, dev.work64, fstate)
+    estep[dev.nb, config.WIDE_CUDA_THREADS, stream](dev.data64, 0, dev.n_units, dev.work64,
+                                                    dev.part, istate, dev.buf, EXP_CONSTS)
+    part = dev.part.copy_to_host(stream=stream)
+    fs = fstate.copy_to_host(stream=stream)
+    stream.synchronize()
+    return float(part[:, nsx - 1].sum() + fs[2] + const)

@@ -1,0 +1,476 @@
+"""CUDA engine of the Kalman likelihoods: one thread per series, chunk or time step.
+
+The per-step math is :mod:`bulkem.models.ssm.kalman` (and ``scan``,
+``splash``) compiled as CUDA device functions (force-inlined on hardware);
+this module holds the kernels that loop and the host side.
+
+* ``exact``: a thread per series filters it from start to end, its state
+  and covariance in local arrays of compile-time size (registers where
+  they fit), as cuML's batched Kalman kernel.  Series of one model without
+  missing values share the covariance recursion, computed once on the host
+  (it does not depend on the data); each thread then runs the mean
+  recursion only.  When those series all have the same length they are
+  first laid out time-major (step ``t`` of series ``j`` at row ``t N + j``),
+  so that the threads of a warp read neighbouring addresses.
+* ``scan``: the blocked scan of :mod:`bulkem.models.ssm.plan`, a kernel
+  launch per level up and down: a thread per chunk, the chunk elements in
+  global memory field by field.
+* ``splash``: a thread per time step.
+
+Importing this module never fails for lack of a GPU (the CUDA engine's
+module sets up numba.cuda, with its numpy shim and simulator shims).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import config as numba_config
+from numba import float32, float64
+
+from ..models.ssm.kalman import make_kalman
+from ..models.ssm.plan import (
+    LoglikOut,
+    SeriesBatch,
+    chunk0_for,
+    gather,
+    plan_levels,
+    shared_series,
+    step_chunks,
+    subset,
+)
+from ..models.ssm.scan import element_size, make_scan
+from ..models.ssm.splash import make_splash
+from . import kalman_config as kc
+from .cuda import available, cuda  # numba.cuda, after the CUDA engine's shims
+
+__all__ = ["available", "exact", "scan", "splash", "to_device"]
+
+# The simulator's jit takes no forceinline; on hardware, inlining lets small
+# local arrays live in registers.
+_INLINE = {} if numba_config.ENABLE_CUDASIM else {"forceinline": True}
+
+
+def _device(fn):
+    return cuda.jit(device=True, **_INLINE)(fn)
+
+
+def _grid(n: int) -> tuple[int, int]:
+    threads = kc.CUDA_THREADS
+    return max(1, -(-n // threads)), threads
+
+
+_compiled: dict = {}
+
+
+def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
+    """The kernels for one (dimensions, structure, dtype), compiled once per process."""
+    key = (nx, ny, kind, np.dtype(dtype).name)
+    if key in _compiled:
+        return _compiled[key]
+    dt = np.dtype(dtype).type
+    cdt = float32 if dt == np.float32 else float64
+    steps = make_kalman(nx, ny, kind, dt, _device)
+    sc = make_scan(nx, ny, kind, dt, _device, steps)
+    sp = make_splash(nx, ny, dt, _device, steps)
+    splash_point, splash_shared = sp.point, sp.point_shared
+    NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
+    set_prior, predict, filter_range, filter_mean_range = (
+        steps.set_prior, steps.predict, steps.filter_range, steps.filter_mean_range)
+    set_identity, combine, load, store, chunk_element = (
+        sc.set_identity, sc.combine, sc.load, sc.store, sc.chunk_element)
+
+    @cuda.jit
+    def exact(y, offsets, midx, F, H, Q, R, m0, P0, ll, nobs, fail):
+        s = cuda.grid(1)
+        if s >= offsets.shape[0] - 1:
+            return
+        k = midx[s]
+        m = cuda.local.array(NX, cdt)
+        P = cuda.local.array(NXX, cdt)
+        T = cuda.local.array(NXX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        set_prior(m0[k], P0[k], m, P)
+        a, n, f = filter_range(F[k], H[k], Q[k], R[k], y, offsets[s], offsets[s + 1] - offsets[s],
+                               1, m, P, T, U, L, e)
+        ll[s] = a
+        nobs[s] = n
+        fail[s] = f
+
+    @cuda.jit
+    def exact_shared(y, start, length, stride, out, F, H, m0, Ws, Ls, logdets, ll, nobs):
+        j = cuda.grid(1)
+        if j >= start.shape[0]:
+            return
+        m = cuda.local.array(NX, cdt)
+        t = cuda.local.array(NX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        for i in range(NX):
+            m[i] = m0[i]
+        a, n = filter_mean_range(F, H, y, start[j], length[j], stride, m, t, U, L, e, Ws, Ls,
+                                 logdets)
+        ll[out[j]] = a
+        nobs[out[j]] = n
+
+    @cuda.jit
+    def time_major(y, offsets, sel, n_steps, out):
+        """out[(t N + j) NY + a] = step t of series sel[j] (N = len(sel))."""
+        i = cuda.grid(1)
+        n = sel.shape[0]
+        if i >= n * n_steps:
+            return
+        t = i // n
+        j = i - t * n
+        src = (offsets[sel[j]] + t) * NY
+        for a in range(NY):
+            out[i * NY + a] = y[src + a]
+
+    @cuda.jit
+    def scan_up0(y, lo, hi, first, last, series, midx, F, H, Q, R, m0, P0, E, fail):
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        fail[c] = -1
+        if last[c]:
+            return
+        k = midx[series[c]]
+        A = cuda.local.array(NXX, cdt)
+        b = cuda.local.array(NX, cdt)
+        C = cuda.local.array(NXX, cdt)
+        eta = cuda.local.array(NX, cdt)
+        J = cuda.local.array(NXX, cdt)
+        T = cuda.local.array(NXX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        G = cuda.local.array(NXY, cdt)
+        f = chunk_element(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, lo[c], hi[c] - lo[c],
+                          first[c] != 0, A, b, C, eta, J, T, U, L, e, G)
+        if f >= 0:
+            fail[c] = lo[c] + f
+        store(E, c, A, b, C, eta, J)
+
+    @cuda.jit
+    def scan_up(E, lo, hi, last, E_next):
+        c = cuda.grid(1)
+        if c >= lo.shape[0] or last[c]:
+            return
+        A1 = cuda.local.array(NXX, cdt)
+        b1 = cuda.local.array(NX, cdt)
+        C1 = cuda.local.array(NXX, cdt)
+        eta1 = cuda.local.array(NX, cdt)
+        J1 = cuda.local.array(NXX, cdt)
+        A2 = cuda.local.array(NXX, cdt)
+        b2 = cuda.local.array(NX, cdt)
+        C2 = cuda.local.array(NXX, cdt)
+        eta2 = cuda.local.array(NX, cdt)
+        J2 = cuda.local.array(NXX, cdt)
+        D = cuda.local.array(NXX, cdt)
+        Z1 = cuda.local.array(NXX, cdt)
+        Z2 = cuda.local.array(NXX, cdt)
+        T = cuda.local.array(NXX, cdt)
+        z = cuda.local.array(NX, cdt)
+        w = cuda.local.array(NX, cdt)
+        load(E, lo[c], A1, b1, C1, eta1, J1)
+        for i in range(lo[c] + 1, hi[c]):
+            load(E, i, A2, b2, C2, eta2, J2)
+            combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T)
+        store(E_next, c, A1, b1, C1, eta1, J1)
+
+    @cuda.jit
+    def scan_down(E, prefix_next, lo, hi, first, prefix):
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        A1 = cuda.local.array(NXX, cdt)
+        b1 = cuda.local.array(NX, cdt)
+        C1 = cuda.local.array(NXX, cdt)
+        eta1 = cuda.local.array(NX, cdt)
+        J1 = cuda.local.array(NXX, cdt)
+        A2 = cuda.local.array(NXX, cdt)
+        b2 = cuda.local.array(NX, cdt)
+        C2 = cuda.local.array(NXX, cdt)
+        eta2 = cuda.local.array(NX, cdt)
+        J2 = cuda.local.array(NXX, cdt)
+        D = cuda.local.array(NXX, cdt)
+        Z1 = cuda.local.array(NXX, cdt)
+        Z2 = cuda.local.array(NXX, cdt)
+        T = cuda.local.array(NXX, cdt)
+        z = cuda.local.array(NX, cdt)
+        w = cuda.local.array(NX, cdt)
+        if first[c]:
+            set_identity(A1, b1, C1, eta1, J1)
+        else:
+            load(prefix_next, c, A1, b1, C1, eta1, J1)
+        for i in range(lo[c], hi[c]):
+            store(prefix, i, A1, b1, C1, eta1, J1)
+            if i + 1 < hi[c]:
+                load(E, i, A2, b2, C2, eta2, J2)
+                combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T)
+
+    @cuda.jit
+    def scan_final(y, lo, hi, first, series, midx, F, H, Q, R, m0, P0, prefix, ll, nobs, fail):
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        k = midx[series[c]]
+        A = cuda.local.array(NXX, cdt)
+        eta = cuda.local.array(NX, cdt)
+        J = cuda.local.array(NXX, cdt)
+        m = cuda.local.array(NX, cdt)
+        P = cuda.local.array(NXX, cdt)
+        T = cuda.local.array(NXX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        if first[c]:
+            set_prior(m0[k], P0[k], m, P)
+        else:  # the prefix holds the filtered law of the step before the chunk (A = 0)
+            load(prefix, c, A, m, P, eta, J)
+            predict(F[k], Q[k], m, P, T)
+        a, n, f = filter_range(F[k], H[k], Q[k], R[k], y, lo[c], hi[c] - lo[c], 1, m, P, T,
+                               U, L, e)
+        ll[c] = a
+        nobs[c] = n
+        fail[c] = lo[c] + f if f >= 0 else -1
+
+    @cuda.jit
+    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, shared, Ws, Ls, logdets, ll,
+               obs, fail):
+        t = cuda.grid(1)
+        if t >= offsets[offsets.shape[0] - 1]:
+            return
+        lo_s = 0  # binary search: the series s with offsets[s] <= t < offsets[s + 1]
+        hi_s = offsets.shape[0] - 1
+        while hi_s - lo_s > 1:
+            mid = (lo_s + hi_s) // 2
+            if offsets[mid] <= t:
+                lo_s = mid
+            else:
+                hi_s = mid
+        k = midx[lo_s]
+        m = cuda.local.array(NX, cdt)
+        P = cuda.local.array(NXX, cdt)
+        T = cuda.local.array(NXX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        done = False
+        ok = True
+        a = 0.0
+        o = False
+        if shared:
+            a, o, done = splash_shared(F[k], H[k], y, offsets[lo_s], t, window, m, T, U, L, e,
+                                       Ws, Ls, logdets)
+        if not done:
+            a, o, ok = splash_point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[lo_s], t,
+                                    window, broad, m, P, T, U, L, e)
+        ll[t] = a
+        obs[t] = 1 if o else 0
+        fail[t] = 0 if ok else 1
+
+    @cuda.jit
+    def chunk_sums(ll_t, obs_t, fail_t, lo, hi, ll_c, n_c, fail_c):
+        """Per chunk, in step order: sum of the step terms, observed steps, first failure."""
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        acc = 0.0
+        n = 0
+        f = -1
+        for t in range(lo[c], hi[c]):
+            acc += ll_t[t]
+            n += obs_t[t]
+            if f < 0 and fail_t[t] != 0:
+                f = t
+        ll_c[c] = acc
+        n_c[c] = n
+        fail_c[c] = f
+
+    progs = dict(chunk_sums=chunk_sums, exact=exact, exact_shared=exact_shared,
+                 time_major=time_major, scan_up0=scan_up0, scan_up=scan_up,
+                 scan_down=scan_down, scan_final=scan_final, splash=splash,
+                 ne=element_size(nx))
+    _compiled[key] = progs
+    return progs
+
+
+class DeviceBatch(NamedTuple):
+    """A :class:`SeriesBatch` copied to the GPU (arrays in the same order)."""
+
+    y: object
+    offsets: object
+    model_idx: object
+    F: object
+    H: object
+    Q: object
+    R: object
+    m0: object
+    P0: object
+
+
+def to_device(batch: SeriesBatch) -> DeviceBatch:
+    """Copy a batch to the current GPU (for repeated calls on the same data, and timings)."""
+    md = batch.models
+    return DeviceBatch(*(cuda.to_device(a) for a in (
+        batch.y, batch.offsets, batch.model_idx, md.F, md.H, md.Q, md.R, md.m0, md.P0)))
+
+
+def exact(batch: SeriesBatch, shared: bool | None = None, dev: DeviceBatch | None = None,
+          time_major: bool | None = None) -> LoglikOut:
+    """The sequential Kalman filter of every series, a thread per series.
+
+    Parameters
+    ----------
+    batch : SeriesBatch
+    shared : bool, optional
+        As for :func:`bulkem.engines.kalman_cpu.exact`.
+    dev : DeviceBatch, optional
+        The batch already on the GPU (``to_device(batch)``).
+    time_major : bool, optional
+        Lay the sharing series out time-major on the GPU first (None: when
+        they all have the same length).
+    """
+    from . import kalman_cpu
+
+    md = batch.models
+    p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
+    dev = to_device(batch) if dev is None else dev
+    n = batch.n_series
+    ll = cuda.to_device(np.zeros(n))
+    nobs = cuda.to_device(np.zeros(n, dtype=np.int64))
+    fail_h = np.full(n, -1, dtype=np.int64)
+    rest = np.arange(n, dtype=np.int64)
+    sel = shared_series(batch, shared, kc.SHARED_GAINS_MIN_SERIES)
+    if len(sel):
+        lengths = batch.lengths[sel]
+        n_steps = int(lengths.max())
+        Ws = np.empty(n_steps * md.nx * md.ny, batch.y.dtype)
+        Ls = np.empty(n_steps * md.ny * md.ny, batch.y.dtype)
+        logdets = np.empty(n_steps)
+        bad = kalman_cpu.gains(batch, n_steps, Ws, Ls, logdets)
+        if bad >= 0:  # the series that reach a failing step go the full way and report it
+            sel = sel[lengths <= bad]
+            lengths = batch.lengths[sel]
+        if len(sel):
+            same = bool(np.all(lengths == lengths[0]))
+            tm = same if time_major is None else (time_major and same)
+            sel_d = cuda.to_device(sel)
+            if tm:
+                y_tm = cuda.device_array(len(sel) * int(lengths[0]) * md.ny, batch.y.dtype)
+                p["time_major"][_grid(len(y_tm) // md.ny)](dev.y, dev.offsets, sel_d,
+                                                           int(lengths[0]), y_tm)
+                y, start, stride = y_tm, np.arange(len(sel), dtype=np.int64), len(sel)
+            else:
+                y, start, stride = dev.y, batch.offsets[sel], 1
+            p["exact_shared"][_grid(len(sel))](
+                y, cuda.to_device(start), cuda.to_device(lengths), stride, sel_d,
+                dev.F[0], dev.H[0], dev.m0[0], cuda.to_device(Ws), cuda.to_device(Ls),
+                cuda.to_device(logdets), ll, nobs)
+            rest = np.setdiff1d(rest, sel)
+    ll_h, nobs_h = ll.copy_to_host(), nobs.copy_to_host()
+    if len(rest):
+        if len(rest) < n:
+            batch = subset(batch, rest)
+            dev = to_device(batch)
+        m = batch.n_series
+        ll_r, nobs_r, fail_r = (cuda.to_device(np.zeros(m)),
+                                cuda.to_device(np.zeros(m, np.int64)),
+                                cuda.to_device(np.full(m, -1, np.int64)))
+        p["exact"][_grid(m)](*dev, ll_r, nobs_r, fail_r)
+        ll_h[rest], nobs_h[rest], fail_h[rest] = (
+            ll_r.copy_to_host(), nobs_r.copy_to_host(), fail_r.copy_to_host())
+    return LoglikOut(ll_h, nobs_h, fail_h)
+
+
+def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None,
+         dev: DeviceBatch | None = None) -> LoglikOut:
+    """The exact filter by a blocked associative scan over time, a thread per chunk."""
+    md = batch.models
+    p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
+    dev = to_device(batch) if dev is None else dev
+    if chunk0 is None:
+        chunk0 = chunk0_for(batch.offsets[-1], kc.CUDA_SCAN_CHUNK0, kc.CUDA_SCAN_TARGET_CHUNKS)
+    levels = plan_levels(batch.offsets, chunk0, chunk or kc.CUDA_SCAN_CHUNK)
+    # every level's chunk table in one copy, every level's elements in one allocation
+    host = [a.astype(np.int64, copy=False) for lev in levels
+            for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
+    flat = cuda.to_device(np.concatenate(host))
+    tables, pos = [], 0
+    for li in range(len(levels)):
+        views = []
+        for k in range(5):
+            n = len(host[5 * li + k])
+            views.append(flat[pos:pos + n])
+            pos += n
+        tables.append(tuple(views))
+    dt = batch.y.dtype
+    ne = p["ne"]
+    sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
+    buf = cuda.device_array(max(1, 2 * ne * sum(sizes)), dt)
+    bufs, pos = [], 0
+    for n in sizes + sizes:
+        bufs.append(buf[pos:pos + ne * n].reshape(ne, n))
+        pos += ne * n
+    models = (dev.F, dev.H, dev.Q, dev.R, dev.m0, dev.P0)
+    elems = [None] + bufs[:len(sizes)]  # elems[l]: the elements of level l
+    prefixes = [None] + bufs[len(sizes):]
+    fail0 = cuda.device_array(levels[0].n_chunks, np.int64)
+    for li, lev in enumerate(levels[:-1]):
+        lo, hi, first, last, series = tables[li]
+        if li == 0:
+            p["scan_up0"][_grid(lev.n_chunks)](dev.y, lo, hi, first, last, series,
+                                               dev.model_idx, *models, elems[1], fail0)
+        else:
+            p["scan_up"][_grid(lev.n_chunks)](elems[li], lo, hi, last, elems[li + 1])
+    prefix_next = cuda.device_array((ne, 1), dt)  # (unread: the top's chunks come first)
+    for li in range(len(levels) - 1, 0, -1):
+        lo, hi, first, last, series = tables[li]
+        p["scan_down"][_grid(levels[li].n_chunks)](elems[li], prefix_next, lo, hi, first,
+                                                   prefixes[li])
+        prefix_next = prefixes[li]
+    lev = levels[0]
+    lo, hi, first, last, series = tables[0]
+    ll_c = cuda.device_array(lev.n_chunks, np.float64)
+    n_c = cuda.device_array(lev.n_chunks, np.int64)
+    fail_c = cuda.device_array(lev.n_chunks, np.int64)
+    p["scan_final"][_grid(lev.n_chunks)](dev.y, lo, hi, first, series, dev.model_idx, *models,
+                                         prefix_next, ll_c, n_c, fail_c)
+    fc, f0 = fail_c.copy_to_host(), fail0.copy_to_host()
+    return gather(batch, lev, ll_c.copy_to_host(), n_c.copy_to_host(),
+                  np.where(fc >= 0, fc, f0))
+
+
+def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,
+           shared: bool | None = None) -> LoglikOut:
+    """The paper's windowed approximation, a thread per time step.
+
+    ``shared`` as for :func:`bulkem.engines.kalman_cpu.splash`; the shared
+    covariance recursion of a window is computed on the host.
+    """
+    from .kalman_cpu import splash_gains
+
+    md = batch.models
+    p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
+    dev = to_device(batch) if dev is None else dev
+    n_total = int(batch.offsets[-1])
+    ll_t = cuda.device_array(n_total, np.float64)
+    obs_t = cuda.device_array(n_total, np.int8)
+    fail_t = cuda.device_array(n_total, np.int8)
+    use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
+    p["splash"][_grid(n_total)](*dev, int(window), batch.y.dtype.type(broad), use,
+                                cuda.to_device(Ws), cuda.to_device(Ls), cuda.to_device(logdets),
+                                ll_t, obs_t, fail_t)
+    # Only the sums of chunks of steps come back (the CPU engine adds in the same order).
+    lev = step_chunks(batch.offsets, kc.SPLASH_SUM_CHUNK)
+    n = lev.n_chunks
+    tables = cuda.to_device(np.concatenate([lev.lo, lev.hi]))
+    ll_c, n_c, fail_c = (cuda.device_array(n, np.float64), cuda.device_array(n, np.int64),
+                         cuda.device_array(n, np.int64))
+    p["chunk_sums"][_grid(n)](ll_t, obs_t, fail_t, tables[:n], tables[n:], ll_c, n_c, fail_c)
+    return gather(batch, lev, ll_c.copy_to_host(), n_c.copy_to_host(), fail_c.copy_to_host())

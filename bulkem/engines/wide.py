@@ -1,0 +1,192 @@
+"""Few fits, many units: each fit spread over the whole machine, for any model of units.
+
+The bulk engines give every (dataset, start) fit to one CPU thread or a few
+lanes of a warp.  A batch of a few fits of datasets with very many units
+(one TMAP trace of 10^6 runs, an HMM dataset of 10^5 sequences) would leave
+most of the machine idle that way, so :func:`use_wide` sends it here and the
+fits run one after another, each over every core or the whole GPU.  The
+model's pieces (:class:`bulkem.models.base.Pieces`) are the same as the bulk
+engines' and the iteration semantics the driver's
+(:mod:`bulkem.fitting.driver`: its stopping rule, float32 fits that would
+stop as degenerate fitted again in float64 from their start, a float32 fit's
+log-likelihood taken in float64 at its returned parameters); only the sums
+over units are taken in another order.
+
+CPU (:func:`_cpu_runner`): each iteration is a ``prange`` over fixed chunks
+of ``config.WIDE_CPU_CHUNK_UNITS`` units, each chunk running the model's
+``estep`` into its own partial statistics, summed in chunk order; then
+``complete``, the stopping rule, ``mstep`` and ``prepare``.  The chunking is
+a constant, so results do not depend on the thread count.
+
+GPU: :mod:`bulkem.engines.cuda.wide`.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from .. import config
+from ..fitting.driver import make_stop
+from ..kernels.fastmath import EXP_CONSTS
+from ..kernels.target import CPU
+
+
+def use_wide(job, engine: str) -> bool:
+    """Whether a batch should run in the wide regime (few fits, many units).
+
+    Parameters
+    ----------
+    job : bulkem.api.Job
+    engine : {"cpu", "cuda"}
+
+    Returns
+    -------
+    bool
+        True when the model's items are the data's units (``unit_items``),
+        every fitted dataset has at least ``config.WIDE_MIN_UNITS`` units and
+        there are few fits: fewer than the Numba threads on the CPU, at most
+        ``config.WIDE_MAX_FITS_CUDA`` on the GPU.  ``config.WIDE_REGIME``
+        True or False overrides the rule (for a model of units).
+    """
+    if not getattr(job.model, "unit_items", False) or config.WIDE_REGIME is False:
+        return False
+    if config.WIDE_REGIME:
+        return len(job.fit_ds) > 0
+    n_fits = len(job.fit_ds)
+    few = (n_fits <= config.WIDE_MAX_FITS_CUDA if engine == "cuda"
+           else n_fits < numba.get_num_threads())
+    if n_fits == 0 or not few:
+        return False
+    return int(np.diff(job.data.groups)[job.fit_ds].min()) >= config.WIDE_MIN_UNITS
+
+
+def run_fits(job, progress, engine: str, on_starts=None) -> None:
+    """Run every fit of a :class:`bulkem.api.Job` in the wide regime, in place.
+
+    ``on_starts()``, if given, is called once every start is drawn.
+    """
+    job.start_in_place(on_starts)
+    if engine == "cuda":
+        from .cuda import wide as cuda_wide
+
+        cuda_wide.run_fits(job, progress)
+    else:
+        _run_cpu(job, progress)
+
+
+def gave_up(status: int) -> bool:
+    """A float32 fit the driver would fit again in float64 (it stopped as degenerate)."""
+    return status >= config.DEGENERATE_NONFINITE
+
+
+# --- CPU --------------------------------------------------------------------
+
+_cpu_runners: dict = {}
+
+
+def _cpu_runner(model, dtype):
+    """``(setup, loop)`` of a model and compute dtype (compiled on first call).
+
+    * ``setup(data64, lo, hi, chunk) -> tot``: the fit's constants;
+    * ``loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol,
+      drop_rtol, reg) -> (status, n_iter, loglik)``: the EM iterations; with
+      ``max_iter=0``, one E-step: the log-likelihood at ``params``.
+    """
+    dtype = np.dtype(dtype)
+    key = (model.key, dtype.name)
+    if key in _cpu_runners:
+        return _cpu_runners[key]
+    cdt = dtype.type
+    pieces = model.pieces(cdt, CPU)
+    setup_f = model.pieces(np.float64, CPU).setup
+    prepare_f, estep_f, complete_f, mstep_f = (pieces.prepare, pieces.estep, pieces.complete,
+                                               pieces.mstep)
+    FIRST = pieces.first_stat
+    sz = model.sizes()
+    NS, NT, NC, NK, NX = sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
+    stop_f = make_stop(CPU.jit)
+
+    @njit(parallel=True)
+    def setup(data64, lo, hi, chunk):
+        n_chunks = (hi - lo + chunk - 1) // chunk
+        part = np.zeros((n_chunks, NT))
+        for c in prange(n_chunks):
+            setup_f(data64, lo + c * chunk, min(hi, lo + (c + 1) * chunk), 1, part[c])
+        tot = np.zeros(NT)
+        for k in range(NT):
+            for c in range(n_chunks):
+                tot[k] += part[c, k]
+        return tot
+
+    @njit(parallel=True)
+    def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg):
+        n = hi - lo
+        n_chunks = (n + chunk - 1) // chunk
+        part = np.empty((n_chunks, NS))
+        llp = np.empty(n_chunks)
+        coef = np.empty(NC)
+        work = np.empty(NK, cdt)
+        stats = np.zeros(NS)
+        it = 0
+        ll_prev = 0.0
+        while True:
+            base = prepare_f(params, tot, coef, work)
+            for c in prange(n_chunks):
+                a = lo + c * chunk
+                scratch = np.empty(NX, cdt)
+                buf = np.empty(n_buf)
+                row = part[c]
+                for k in range(NS):
+                    row[k] = 0.0
+                llp[c] = estep_f(data, a, min(hi, a + chunk), 1, work, row, scratch, buf, xc)
+            for k in range(FIRST, NS):
+                s = 0.0
+                for c in range(n_chunks):
+                    s += part[c, k]
+                stats[k] = s
+            complete_f(stats, tot)
+            ll = base + const
+            for c in range(n_chunks):
+                ll += llp[c]
+            status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
+            if status >= 0:
+                return status, it, ll
+            status = mstep_f(stats, params, n, reg)
+            if status != 0:
+                return status, it, ll
+            ll_prev = ll
+            it += 1
+
+    _cpu_runners[key] = (setup, loop)
+    return _cpu_runners[key]
+
+
+def _run_cpu(job, progress) -> None:
+    from .cpu import narrow
+
+    data64, offsets, const = job.kernel_data()
+    narrow_dt = np.dtype(job.dtype) != np.float64
+    data = narrow(data64, job.dtype) if narrow_dt else data64
+    loop = _cpu_runner(job.model, job.dtype)[1]
+    setup64, loop64 = _cpu_runner(job.model, np.float64)
+    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
+    chunk = config.WIDE_CPU_CHUNK_UNITS
+    no_tot = np.zeros(0)
+    for f in range(len(job.fit_ds)):
+        d = job.fit_ds[f]
+        lo, hi = int(offsets[d]), int(offsets[d + 1])
+        tot = setup64(data64, lo, hi, chunk) if job.model.sizes().totals else no_tot
+        args = (lo, hi, chunk, float(const[d]), job.params[f], tot, n_buf, EXP_CONSTS)
+        st, it, ll = loop(data, *args, job.max_iter, job.tol, job.drop_rtol, job.reg)
+        if narrow_dt and gave_up(st):  # fitted again in float64, from its start
+            job.params[f] = job.init[f]
+            st, it, ll = loop64(data64, *args, job.max_iter, job.tol,
+                                config.DECREASE_RTOL["float64"], job.reg)
+        elif narrow_dt:  # the returned log-likelihood: one float64 E-step at the parameters
+            ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg)[2]
+        job.status[f] = st
+        job.n_iter[f] = it
+        job.loglik[f] = ll
+        progress(1)

@@ -1,0 +1,80 @@
+"""Compiled CPU kernels kept on disk, so that a second process does not compile them again.
+
+Numba's own ``cache=True`` keys a function by its bytecode and the pickled
+contents of its closure; bulkem's kernels are closures built by factories
+around other compiled functions, whose pickles differ from one process to the
+next, so that cache never hits.  :func:`njit_cached` keys them instead by what
+the compiled code depends on: the kernel's name and the model's key, the
+source of the whole package, every value in :mod:`bulkem.config`, and (as
+numba does) the signature and the machine.  Any edit to bulkem or to its
+configuration is a new key.
+
+``BULKEM_NO_CACHE=1`` turns it off; numba's ``NUMBA_CACHE_DIR`` says where the
+files go (by default beside the sources, or in the user's cache folder when
+those are read-only).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from numba import njit
+from numba.core.caching import FunctionCache
+
+from .. import config
+
+
+@functools.cache
+def source_hash() -> str:
+    """A hash of every Python source file of the package."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def config_snapshot() -> str:
+    """Every setting of :mod:`bulkem.config` as it is now (tests patch some)."""
+    return repr(sorted((k, repr(v)) for k, v in vars(config).items() if k.isupper()))
+
+
+class _KeyedCache(FunctionCache):
+    """numba's function cache with the index key given, not derived from the closure."""
+
+    def __init__(self, py_func, key: str) -> None:
+        super().__init__(py_func)
+        self._bulkem_key = key
+
+    def _index_key(self, sig, codegen):
+        return (sig, codegen.magic_tuple(), self._bulkem_key)
+
+
+def enabled() -> bool:
+    return os.environ.get("BULKEM_NO_CACHE", "") not in ("1", "true", "yes")
+
+
+def njit_cached(key: tuple, **options):
+    """``numba.njit(**options)``, its compiled code kept on disk under ``key`` (see above).
+
+    Parameters
+    ----------
+    key : tuple
+        What distinguishes this kernel from others built from the same source
+        lines (a model's key, a dtype...); reprs of its items make the key.
+    """
+    def wrap(py_func):
+        disp = njit(**options)(py_func)
+        if enabled():
+            full = repr((py_func.__qualname__, key, source_hash(), config_snapshot()))
+            try:
+                disp._cache = _KeyedCache(py_func, hashlib.sha256(full.encode()).hexdigest())
+            except RuntimeError:  # pragma: no cover - no writable cache location
+                pass
+        return disp
+
+    return wrap

@@ -1,0 +1,292 @@
+"""The TMAP with Erlang branches as a model of the EM driver: the terminating chain + Erlang.
+
+Its E-step and M-step are the hidden-Markov chain's
+(:func:`bulkem.models.hmm.chain.make_chain` with ``terminating=True``: a
+sub-stochastic transition matrix whose row deficits are exit probabilities,
+``pi_ij = xi_ij / occupancy_i`` with the occupancy summed over every value
+of a run, the paper's eq. 22) and the Erlang emission (:mod:`.erlang`).  The
+paper's ``alpha`` is the chain's startprob, ``Pi`` its transmat, and the
+runs of a trace are its units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ...data import Packed, Ragged
+from ...data.units import UnitArrays
+from ...fitting import starts
+from ..hmm.model import HMMModel
+from . import draws
+from .erlang import erlang
+
+# Rows of a user's Pi may sum to 1 plus this much (rounding).
+ROW_SUM_SLACK = 1e-9
+MAX_LISTED = 3  # bad runs named in a trace's message (then how many in all)
+
+
+def _as_arrays(runs) -> tuple[np.ndarray, np.ndarray]:
+    """A trace's runs (a list of 1-D arrays or :class:`UnitArrays`) -> (values, lengths)."""
+    if isinstance(runs, UnitArrays):
+        return np.asarray(runs.values, np.float64), np.asarray(runs.lengths, np.int64)
+    lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+    values = np.concatenate(runs) if len(runs) else np.empty(0)
+    return values.astype(np.float64, copy=False), lengths
+
+
+def _bad_runs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the runs that are empty or hold a value not positive and finite."""
+    bad = np.concatenate([[0], np.cumsum(~(np.isfinite(values) & (values > 0)))])
+    ends = np.cumsum(lengths)
+    return np.flatnonzero((lengths == 0) | (bad[ends] > bad[ends - lengths]))
+
+
+def _run_messages(values, lengths, which) -> list[str]:
+    """What is wrong with each of the runs ``which`` of a trace."""
+    ends = np.cumsum(lengths)
+    out = []
+    for k in which:
+        n = int(lengths[k])
+        if n == 0:
+            out.append(f"run {k} is empty")
+            continue
+        u = values[ends[k] - n:ends[k]]
+        wrong = ~(np.isfinite(u) & (u > 0))
+        out.append(f"run {k}: {int(wrong.sum())} of {n} values are not positive and finite "
+                   f"(first: {u[wrong][0]:g})")
+    return out
+
+
+@dataclass
+class TMAPPacked(Packed):
+    """A packed batch of traces, with what ``drop_bad_runs`` dropped from each.
+
+    Attributes
+    ----------
+    notes : dict
+        Input position -> a note on the runs dropped from that trace.
+    """
+
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TMAPModel(HMMModel):
+    """A TMAP of ``R = len(orders)`` Erlang branches of fixed orders.
+
+    The kernels' batch data is the chain's ``(x, units)``: every run's
+    inter-arrival times and the runs' offsets.  Parameters per fit:
+    ``alpha (R), Pi (R x R, row = from branch), rates (R)``.
+
+    Attributes
+    ----------
+    orders : tuple of int
+        ``r_i >= 1`` per branch, in the order of the tables.
+    drop_bad_runs : bool
+        Drop runs with values that are not positive and finite (and empty
+        runs) instead of making their trace ``invalid_data``.
+    """
+
+    orders: tuple = (1, 2, 3)
+    drop_bad_runs: bool = False
+
+    name = "tmap"
+    component_label = "branch"
+    terminating = True
+
+    @classmethod
+    def of(cls, orders: tuple[int, ...], drop_bad_runs: bool = False) -> TMAPModel:
+        """The model of these branch orders."""
+        orders = tuple(int(r) for r in orders)
+        return cls(erlang(orders), len(orders), 1, "ste", orders, bool(drop_bad_runs))
+
+    @property
+    def key(self) -> tuple:
+        return (self.name, self.orders)
+
+    @property
+    def n_free(self) -> int:
+        """alpha (R - 1), Pi (R x R: the exit probabilities are free), rates (R)."""
+        R = self.n_states
+        return R - 1 + R * R + R
+
+    @property
+    def n_dims(self) -> int:
+        return 1
+
+    @property
+    def result_class(self):
+        from ...result.tmap import TMAPResult
+
+        return TMAPResult
+
+    @property
+    def init_methods(self) -> tuple[str, ...]:
+        return ("random",)
+
+    @property
+    def default_init(self) -> str:
+        return "random"
+
+    # --- data -----------------------------------------------------------------------------
+
+    def run_problem(self, k: int, u: np.ndarray) -> str | None:
+        """What is wrong with run ``k`` (empty, or values not positive and finite), or None."""
+        u = np.asarray(u, np.float64).reshape(-1)
+        if len(_bad_runs(u, np.array([len(u)]))) == 0:
+            return None
+        return _run_messages(u, np.array([len(u)]), [0])[0].replace("run 0", f"run {k}", 1)
+
+    def check(self, units) -> str | None:
+        """Every problem of one trace (a list of runs, or its :class:`UnitArrays`), or None."""
+        values, lengths = _as_arrays(units)
+        return self._check(values, lengths, _bad_runs(values, lengths))
+
+    def _check(self, values, lengths, bad) -> str | None:
+        problems = []
+        if len(bad):
+            problems = _run_messages(values, lengths, bad[:MAX_LISTED])
+            if len(bad) > MAX_LISTED:
+                problems.append(f"{len(bad)} bad runs in all")
+        if not len(lengths):
+            problems.append("no runs")
+        elif not problems and len(values) < self.n_states:
+            problems.append(f"too short: {len(values)} values, at least {self.n_states} needed "
+                            "for this number of branches")
+        return "; ".join(problems) if problems else None
+
+    def pack(self, pairs: list) -> TMAPPacked:
+        """Validate ``(identifier, runs)`` pairs and pack the valid traces (vectorised).
+
+        With ``drop_bad_runs``, bad runs are dropped first and each trace that
+        lost some gets a note (how many, and the first one's problem).
+        """
+        ids, n_obs, messages, notes, kept = [], [], [], {}, []
+        for k, (ident, runs) in enumerate(pairs):
+            values, lengths = _as_arrays(runs)
+            bad = _bad_runs(values, lengths)
+            if self.drop_bad_runs and len(bad):
+                notes[k] = (f"dropped {len(bad)} of {len(lengths)} runs "
+                            f"(first: {_run_messages(values, lengths, bad[:1])[0]})")
+                good = np.ones(len(lengths), bool)
+                good[bad] = False
+                values, lengths = values[np.repeat(good, lengths)], lengths[good]
+                bad = bad[:0]
+            m = self._check(values, lengths, bad)
+            if m is not None and k in notes:
+                m = f"{notes.pop(k)}; {m}"
+            ids.append(ident)
+            n_obs.append(len(values))
+            messages.append(m)
+            if m is None:
+                kept.append((values, lengths))
+        valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
+        groups = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum([len(lg) for _, lg in kept], out=groups[1:])
+        lens = np.concatenate([lg for _, lg in kept]) if kept else np.empty(0, np.int64)
+        units = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=units[1:])
+        values = np.concatenate([v for v, _ in kept]) if kept else np.empty(0)
+        return TMAPPacked(ids, np.array(n_obs, dtype=np.int64), messages, valid,
+                          Ragged(np.ascontiguousarray(values), units, groups), notes)
+
+    def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The chain's ``(x, units)``, the run offsets, and each trace's ``-sum log x``.
+
+        ``-log x`` is the part of every branch's log density that the
+        emission's ``dens`` leaves out (:mod:`.erlang`).
+        """
+        x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
+        const = np.zeros(data.n_datasets)
+        if len(x):
+            const = -np.add.reduceat(np.log(x), data.value_offsets[:-1])
+        return (x, data.units), data.groups, const
+
+    # --- starts ---------------------------------------------------------------------------
+
+    def start_plan(self, data: Ragged, keys: np.ndarray, seed: int, method: str,
+                   user: np.ndarray | None) -> starts.StartPlan:
+        """The paper's random starts (:mod:`.draws`; keyed by run lengths, not ``keys``)."""
+        def draw(fit_ds, fit_start, out):
+            if out is None:
+                out = np.empty((len(fit_ds), self.n_params))
+            draws.draw(self.orders, data, seed, fit_ds, fit_start, out)
+            return out
+
+        return starts.StartPlan(draw, user)
+
+    def init_shapes(self) -> dict:
+        R = self.n_states
+        return {"alpha": (R,), "pi": (R, R), "rates": (R,)}
+
+    def user_starts(self, init: Mapping) -> np.ndarray:
+        """User starting values ``{"alpha", "pi" (or "transmat"), "rates"}`` -> (k, n_params)."""
+        from ..mixture.model import _init_blocks
+
+        if isinstance(init, Mapping) and "transmat" in init and "pi" not in init:
+            init = {("pi" if k == "transmat" else k): v for k, v in init.items()}
+        shapes = self.init_shapes()
+        blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
+        for key, b in blocks.items():
+            if not np.all(np.isfinite(b)):
+                raise ValueError(f"init[{key!r}] must be finite.")
+            if np.any(b < 0):
+                raise ValueError(f"init[{key!r}] must be non-negative.")
+        if not np.allclose(blocks["alpha"].sum(axis=-1), 1.0, atol=1e-8):
+            raise ValueError("init['alpha'] must sum to 1 (the initial branch probabilities).")
+        rows = blocks["pi"].sum(axis=-1)
+        if np.any(rows > 1.0 + ROW_SUM_SLACK):
+            raise ValueError(f"init['pi'] rows must sum to at most 1 (the rest is the exit "
+                             f"probability); found a row summing to {rows.max():.6g}.")
+        if np.any(blocks["rates"] <= 0):
+            raise ValueError("init['rates'] must be positive: the Erlang branches' rates.")
+        k = len(blocks["alpha"])
+        return np.concatenate([b.reshape(k, -1) for b in blocks.values()], axis=1)
+
+    # --- tables ---------------------------------------------------------------------------
+
+    def param_columns(self, params: np.ndarray) -> dict:
+        """Columns, one row per (fit, branch): order, rate, alpha, exit probability."""
+        alpha, pi, rates = self._split(params)
+        return {"order": np.tile(np.asarray(self.orders, np.int64), len(alpha)),
+                "rate": rates.reshape(-1), "alpha": alpha.reshape(-1),
+                "exit": (1.0 - pi.sum(axis=2)).reshape(-1)}
+
+    def canonical(self, params: np.ndarray) -> np.ndarray:
+        """Branches keep their given order; branches of equal order by increasing mean.
+
+        A branch's order is fixed, so only branches of the same order are
+        exchangeable: among them, the one of the largest rate comes first.
+        """
+        params = np.asarray(params, np.float64)
+        _, _, rates = self._split(params)
+        perm = np.tile(np.arange(self.n_states), (len(params), 1))
+        orders = np.asarray(self.orders)
+        for r in np.unique(orders):
+            pos = np.flatnonzero(orders == r)
+            if len(pos) > 1:
+                within = np.argsort(-rates[:, pos, 0], axis=1, kind="stable")
+                perm[:, pos] = pos[within]
+        if (perm == np.arange(self.n_states)).all():
+            return params
+        return self.permute(params, perm)
+
+    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
+        """``transitions``: one row per (trace, from_branch, to_branch), ``pi``."""
+        R = self.n_states
+        _, pi, _ = self._split(params)
+        return {"transitions": pd.DataFrame({
+            "trace": np.repeat(datasets, R * R),
+            "from_branch": np.tile(np.repeat(np.arange(1, R + 1), R), len(datasets)),
+            "to_branch": np.tile(np.arange(1, R + 1), R * len(datasets)),
+            "pi": pi.reshape(-1),
+        })}
+
+    def as_dict(self, params: np.ndarray) -> dict:
+        """One fit's parameters in the form ``fit(init=...)`` takes: alpha, pi, rates."""
+        alpha, pi, rates = self._split(np.asarray(params)[None])
+        return {"alpha": alpha[0].copy(), "pi": pi[0].copy(), "rates": rates[0, :, 0].copy()}

@@ -1,0 +1,460 @@
+"""Streaming ``bulkem fit``: a long file fitted in chunks of whole datasets.
+
+``bulkem fit long.parquet --chunk-datasets 100000 --out fits.parquet`` reads the
+input a piece at a time (Parquet record batches, CSV chunks of rows), cuts it
+into chunks of ``--chunk-datasets`` whole datasets, fits each chunk with
+:func:`bulkem.fit` and appends its tables to the outputs as it finishes, so host
+memory is bounded by the chunk size (and the input's row-group size), not the
+input's.  A dataset's rows must be contiguous in the file (any order of
+datasets; sort the file by dataset if they are not): a dataset found in two
+places stops the run with a message.
+
+Each finished chunk is also kept in a checkpoint directory (the machinery of
+:mod:`bulkem.checkpoint`), so ``--resume`` continues a run that crashed: it
+checks that the arguments and the already-fitted part of the input are the
+same, rewrites the outputs from the kept chunks and fits the rest.  The
+checkpoint is removed when the run completes, unless ``--checkpoint DIR`` named
+it.  The outputs hold the rows an in-memory ``bulkem fit`` of the same file
+writes, in the same order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import api, checkpoint, combine
+from .checkpoint import RunDir
+
+# Rows read from the input at a time (a Parquet record batch, a CSV chunk).
+READ_ROWS = 1_000_000
+# Progress lines at most this often when stderr is not a terminal (a log file).
+REPORT_EVERY_S = 10.0
+# CLI arguments of `bulkem fit` -> bulkem.fit arguments (those present are passed).
+FIT_ARGS = {"family": "family", "components": "n_components", "starts": "n_starts",
+            "max_iter": "max_iter", "tol": "tol", "seed": "seed", "backend": "backend",
+            "dtype": "dtype", "dataset_col": "dataset_col", "value_col": "value_col",
+            "reg_covar": "reg_covar", "init_method": "init_method"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the streaming options to the ``bulkem fit`` parser."""
+    g = parser.add_argument_group(
+        "streaming (inputs larger than memory)",
+        "Read, fit and write the input in chunks of whole datasets; a dataset's rows must be "
+        "contiguous in the file.")
+    g.add_argument("--chunk-datasets", type=int, metavar="N",
+                   help="stream: fit N datasets at a time and append their tables to the "
+                        "outputs as they finish; host memory is bounded by N")
+    g.add_argument("--checkpoint", metavar="DIR",
+                   help="keep each finished chunk in DIR (Parquet) so that --resume can go on "
+                        "after a crash (default: OUT without suffix + '.checkpoint', removed "
+                        "when the run completes); implies streaming")
+    g.add_argument("--resume", action="store_true",
+                   help="continue an interrupted streamed run from its checkpoint: same input "
+                        "and arguments; only the missing chunks are fitted")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """Whether ``bulkem fit`` was asked to stream."""
+    return (getattr(args, "chunk_datasets", None) is not None or getattr(args, "resume", False)
+            or getattr(args, "checkpoint", None) is not None)
+
+
+def main(args: argparse.Namespace) -> int:
+    """``bulkem fit`` streamed (see the module's description); the CLI's exit code."""
+    fit_kwargs = {name: getattr(args, cli) for cli, name in FIT_ARGS.items() if hasattr(args, cli)}
+    report = fit_file(args.input, args.out, fit_kwargs, chunk_datasets=args.chunk_datasets,
+                      checkpoint_dir=args.checkpoint, resume=args.resume, quiet=args.quiet)
+    print(f"{report['n_datasets']} datasets fitted on {report['backend']} in "
+          f"{report['seconds']:.2f} s ({report['n_chunks']} chunks of up to "
+          f"{report['chunk_datasets']} datasets); wrote {', '.join(report['outputs'])}")
+    print(pd.Series(report["status"], name="count").rename_axis("status").to_string())
+    return 0
+
+
+# --- reading whole datasets -------------------------------------------------
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.suffix.lower() in (".parquet", ".pq")
+
+
+def _pieces(path: Path, read_rows: int) -> Iterator[tuple[pd.DataFrame, float]]:
+    """The input a piece at a time, with the share of it read so far."""
+    if _is_parquet(path):
+        _, pq = checkpoint._require_pyarrow()
+        pf = pq.ParquetFile(path)
+        total, done = max(pf.metadata.num_rows, 1), 0
+        for batch in pf.iter_batches(batch_size=read_rows):
+            done += batch.num_rows
+            yield batch.to_pandas(), done / total
+    else:
+        size = max(os.path.getsize(path), 1)
+        with open(path, "rb") as f:
+            for df in pd.read_csv(f, chunksize=read_rows):
+                yield df, min(f.tell() / size, 1.0)
+
+
+def _run_starts(ids: pd.Series) -> np.ndarray:
+    """Row numbers where a new run of equal dataset identifiers begins (none missing)."""
+    return np.flatnonzero(ids.ne(ids.shift()).to_numpy())  # vectorised for Arrow strings too
+
+
+class Chunk:
+    """A chunk of whole datasets read from the input.
+
+    Attributes
+    ----------
+    number : int
+    frame : pandas.DataFrame
+        Its rows, in file order.
+    ids : ndarray
+        Its datasets, in file order (each once).
+    first_row : int
+        Row number of its first row in the input (rows without a dataset not counted).
+    read : float
+        Share of the input read when it was cut.
+    """
+
+    def __init__(self, number: int, frame: pd.DataFrame, ids: np.ndarray, first_row: int,
+                 read: float):
+        self.number, self.frame, self.ids, self.first_row, self.read = (
+            number, frame, ids, first_row, read)
+
+
+def read_chunks(path: Path, dataset_col: str, chunk_datasets: int,
+                read_rows: int | None = None) -> Iterator[Chunk]:
+    """Cut a long file into chunks of ``chunk_datasets`` whole datasets, in file order.
+
+    Rows without a dataset identifier are left out (as :func:`bulkem.fit`
+    leaves them out).  At most one chunk and one piece of rows are held.
+
+    Raises
+    ------
+    ValueError
+        When the dataset column is missing, or a dataset's rows are not
+        contiguous within a chunk.
+    """
+    pend: pd.DataFrame | None = None
+    row0, number = 0, 0
+    for piece, read in _pieces(path, read_rows or READ_ROWS):
+        if dataset_col not in piece.columns:
+            raise ValueError(
+                f"{path} has columns {list(piece.columns)}; expected a {dataset_col!r} column "
+                "naming the dataset of each row. Pass --dataset-col to name another.")
+        piece = piece[piece[dataset_col].notna()]
+        pend = piece if pend is None else pd.concat([pend, piece], ignore_index=True)
+        starts = _run_starts(pend[dataset_col])
+        # every run but the last is a whole dataset: the last may go on in the next piece
+        while len(starts) > chunk_datasets:
+            cut = starts[chunk_datasets]
+            yield _chunk(number, pend.iloc[:cut], starts[:chunk_datasets], row0, read, path,
+                         dataset_col)
+            number, row0 = number + 1, row0 + cut
+            pend, starts = pend.iloc[cut:], starts[chunk_datasets:] - cut
+    if pend is not None and len(pend):
+        yield _chunk(number, pend, _run_starts(pend[dataset_col]), row0, 1.0, path, dataset_col)
+
+
+def _chunk(number: int, frame: pd.DataFrame, starts: np.ndarray, row0: int, read: float,
+           path: Path, dataset_col: str) -> Chunk:
+    ids = frame[dataset_col].iloc[starts].to_numpy()
+    uniq = pd.unique(ids)
+    if len(uniq) != len(ids):
+        seen: set = set()
+        k = next(j for j, x in enumerate(ids) if x in seen or seen.add(x))
+        raise ValueError(_not_contiguous(ids[k], path, dataset_col, row0 + int(starts[k])))
+    return Chunk(number, frame.reset_index(drop=True), ids, row0, read)
+
+
+def _not_contiguous(ident: Any, path: Path, dataset_col: str, row: int) -> str:
+    return (f"dataset {ident!r} has rows in two places of {path} (again from data row {row}); "
+            f"streaming needs each dataset's rows together: sort the file by {dataset_col!r} "
+            "(a stable sort keeps the order of its values), or fit it without --chunk-datasets.")
+
+
+class _SeenIds:
+    """64-bit hashes of the datasets fitted so far, to find one that comes back later.
+
+    Sorted arrays of doubling sizes: a look-up is a few binary searches, an
+    insert costs O(log n) copies per element; 8 bytes per dataset.
+    """
+
+    def __init__(self):
+        self.levels: list[np.ndarray] = []
+
+    def add(self, ids: np.ndarray) -> np.ndarray:
+        """Record a chunk's identifiers; return the positions of any seen before."""
+        h = pd.util.hash_array(np.asarray(ids))
+        hit = np.zeros(len(h), dtype=bool)
+        for level in self.levels:
+            pos = np.searchsorted(level, h).clip(max=len(level) - 1)
+            hit |= level[pos] == h
+        new = np.sort(h)
+        while self.levels and len(self.levels[-1]) <= len(new):
+            new = np.sort(np.concatenate([self.levels.pop(), new]), kind="mergesort")
+        self.levels.append(new)
+        return np.flatnonzero(hit)
+
+
+# --- writing the tables ----------------------------------------------------------
+
+
+class _Writer:
+    """Appends each chunk's tables to the output files (CSV, or Parquet by the suffix).
+
+    ``summary`` goes to ``out``, every other table to ``<out stem>.<table><suffix>``,
+    as the in-memory ``bulkem fit`` names them.
+    """
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.parquet = _is_parquet(out)
+        self.files: dict[str, Any] = {}
+        self.empty: dict[str, pd.DataFrame] = {}
+
+    def path(self, name: str) -> Path:
+        if name == "summary":
+            return self.out
+        return Path(f"{self.out.with_suffix('')}.{name}{self.out.suffix}")
+
+    def append(self, tables: dict[str, pd.DataFrame]) -> None:
+        for name, t in tables.items():
+            if self.parquet:
+                self._parquet(name, t)
+            else:
+                f = self.files.get(name)
+                if f is None:
+                    f = self.files[name] = open(self.path(name), "w", newline="")
+                t.to_csv(f, header=f.tell() == 0, index=False)
+                f.flush()
+
+    def _parquet(self, name: str, t: pd.DataFrame) -> None:
+        pa, pq = checkpoint._require_pyarrow()
+        if not len(t):  # an empty piece may have other dtypes (object ids): skip it
+            self.empty.setdefault(name, t)
+            return
+        w = self.files.get(name)
+        if w is None:
+            schema = pa.Schema.from_pandas(t, preserve_index=False)
+            w = self.files[name] = pq.ParquetWriter(self.path(name), schema)
+        w.write_table(pa.Table.from_pandas(t, schema=w.schema, preserve_index=False))
+
+    def close(self) -> list[str]:
+        """Close every file (an empty table is written empty); the paths written."""
+        for name, t in self.empty.items():
+            if name not in self.files:
+                t.to_parquet(self.path(name), index=False)
+        for f in self.files.values():
+            f.close()
+        return [str(self.path(name)) for name in dict.fromkeys([*self.files, *self.empty])]
+
+
+# --- progress ------------------------------------------------------------------
+
+
+class _Meter:
+    """Datasets done, datasets/s and an ETA on stderr: a line rewritten on a terminal,
+    a line every ``REPORT_EVERY_S`` seconds (and at the end) otherwise."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.done = self.fitted = 0
+        self.start: tuple[float, float] | None = None  # (time, share read) when fitting began
+        self.last = -np.inf
+
+    def fitting(self, read_before: float) -> None:
+        if self.start is None:
+            self.start = (time.perf_counter(), read_before)
+
+    def update(self, n: int, fitted: bool, read: float, final: bool = False) -> None:
+        self.done += n
+        self.fitted += n if fitted else 0
+        now = time.perf_counter()
+        if self.quiet or not (final or self.tty or now - self.last >= REPORT_EVERY_S):
+            return
+        self.last = now
+        t_start, r_start = self.start or (self.t0, 0.0)
+        rate = self.fitted / max(now - t_start, 1e-9)
+        if read > r_start:
+            eta = _clock((1 - read) * (now - t_start) / (read - r_start))
+        else:
+            eta = "?"
+        line = (f"{self.done:,} datasets, {rate:,.0f} datasets/s, {read:.0%} of the input "
+                f"read, ETA {eta}")
+        print(("\r" + line) if self.tty else line, end="" if self.tty and not final else "\n",
+              file=sys.stderr, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+# --- the run ---------------------------------------------------------------------
+
+
+def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: dict, *,
+             chunk_datasets: int | None = None, checkpoint_dir: str | os.PathLike | None = None,
+             resume: bool = False, quiet: bool = False, read_rows: int | None = None) -> dict:
+    """Fit a long CSV/Parquet file chunk by chunk, appending the tables to the outputs.
+
+    Parameters
+    ----------
+    input_path : str or os.PathLike
+        Long CSV or Parquet (``.parquet``/``.pq``) file; a dataset's rows contiguous.
+    out : str or os.PathLike
+        The summary table's path (CSV, or Parquet by its suffix); the other
+        tables go beside it as ``<stem>.<table><suffix>``.
+    fit_kwargs : dict
+        Arguments of :func:`bulkem.fit` (not ``datasets`` or ``progress``).
+    chunk_datasets : int, optional
+        Datasets per chunk; default ``checkpoint.CHUNK_FITS // n_starts``,
+        or the checkpoint's when resuming.
+    checkpoint_dir : str or os.PathLike, optional
+        Where finished chunks are kept (kept after the run); default
+        ``<out stem>.checkpoint`` (removed after a complete run).
+    resume : bool
+        Continue from the checkpoint; without it an existing checkpoint is an error.
+    quiet : bool
+        No progress lines.
+    read_rows : int, optional
+        Rows read at a time (default ``READ_ROWS``).
+
+    Returns
+    -------
+    dict
+        ``n_datasets, n_chunks, chunk_datasets, seconds, backend, status`` (counts)
+        and ``outputs`` (paths).
+
+    Raises
+    ------
+    ValueError
+        For bad arguments, a checkpoint of other arguments or input, a checkpoint
+        found without ``resume``, or a dataset whose rows are not contiguous.
+    """
+    t0 = time.perf_counter()
+    src, out = Path(input_path), Path(out)
+    if not src.exists():
+        raise FileNotFoundError(f"input file {src} does not exist.")
+    if chunk_datasets is not None and (isinstance(chunk_datasets, bool)
+                                       or not isinstance(chunk_datasets, int)
+                                       or chunk_datasets < 1):
+        raise ValueError(f"--chunk-datasets must be an integer >= 1; got {chunk_datasets!r}.")
+    keep = checkpoint_dir is not None
+    run = RunDir(checkpoint_dir if keep else Path(f"{out.with_suffix('')}.checkpoint"))
+    if run.manifest is not None and not resume:
+        raise ValueError(
+            f"{run.path} holds the checkpoint of an earlier run: pass --resume to continue it, "
+            "or delete it to start afresh.")
+    if resume and run.manifest is None and not quiet:
+        print(f"bulkem: no checkpoint in {run.path} yet; starting from the beginning.",
+              file=sys.stderr)
+    fit_kwargs = dict(fit_kwargs)
+    fit_kwargs.pop("progress", None)
+    n_starts = fit_kwargs.get("n_starts", 10)
+    if run.manifest is not None:
+        if chunk_datasets is not None and chunk_datasets != run.manifest["chunk_datasets"]:
+            raise ValueError(
+                f"checkpoint {run.path} was made with --chunk-datasets "
+                f"{run.manifest['chunk_datasets']}, not {chunk_datasets}; pass the same value "
+                "(or leave it out) to resume.")
+        chunk_datasets = run.manifest["chunk_datasets"]
+    elif chunk_datasets is None:
+        chunk_datasets = max(1, checkpoint.CHUNK_FITS // n_starts) if (
+            isinstance(n_starts, int) and n_starts > 0) else 1
+    fit_kwargs["seed"] = checkpoint.resolve_seed(run, fit_kwargs.get("seed"))
+    combine.check_splittable(fit_kwargs)
+    arguments = {k: v for k, v in fit_kwargs.items() if k not in checkpoint.NOT_COMPARED}
+    run.start("stream", arguments, chunk_datasets)
+    run.clear_temporary()
+    done = run.finished()
+
+    dataset_col = fit_kwargs.get("dataset_col", "dataset")
+    writer, meter, seen = _Writer(out), _Meter(quiet), _SeenIds()
+    status: dict[str, int] = {}
+    backends: dict[str, None] = {}
+    caught: list = []
+    n_datasets = n_chunks = 0
+    read = 0.0
+    try:
+        for chunk in read_chunks(src, dataset_col, chunk_datasets, read_rows):
+            again = seen.add(chunk.ids)
+            if len(again):
+                _check_repeats(run, chunk, again, src, dataset_col)
+            digest = checkpoint.hash_input(chunk.frame)
+            if chunk.number in done:
+                meta = run.meta(chunk.number)
+                if meta["hash"] != digest:
+                    raise ValueError(
+                        f"chunk {chunk.number} of {src} (datasets {chunk.ids[0]!r} to "
+                        f"{chunk.ids[-1]!r}) differs from the one in checkpoint {run.path}: the "
+                        "input changed since. Resume with the same input, or delete the "
+                        "checkpoint to start afresh.")
+                parts = run.read(chunk.number)
+            else:
+                meter.fitting(read)
+                t1 = time.perf_counter()
+                with warnings.catch_warnings(record=True) as got:
+                    warnings.simplefilter("always")
+                    data = combine.split_long(chunk.frame, dataset_col,
+                                              fit_kwargs.get("value_col", "value"),
+                                              fit_kwargs.get("family", "invgauss"))
+                    data = chunk.frame if data is None else data
+                    parts = combine.split(api.fit(data, progress=False, **fit_kwargs))
+                caught += got
+                run.write(chunk.number, parts, {
+                    "chunk": chunk.number, "first_row": chunk.first_row,
+                    "first": chunk.ids[0], "last": chunk.ids[-1], "n_datasets": len(chunk.ids),
+                    "hash": digest, "seconds": time.perf_counter() - t1})
+            writer.append(parts.tables)
+            for k, v in parts.tables["summary"]["status"].value_counts(sort=False).items():
+                status[k] = status.get(k, 0) + int(v)
+            backends[str(parts.scalars.get("backend"))] = None
+            n_datasets += len(chunk.ids)
+            n_chunks += 1
+            read = chunk.read
+            meter.update(len(chunk.ids), chunk.number not in done, read)
+    finally:
+        outputs = writer.close()
+    if n_chunks == 0:
+        raise ValueError(f"{src} holds no rows with a dataset; expected at least one dataset.")
+    extra = sorted(i for i in done if i >= n_chunks)
+    if extra:
+        raise ValueError(
+            f"checkpoint {run.path} has chunk {extra[0]} but {src} ends after chunk "
+            f"{n_chunks - 1}: the input changed since. Delete the checkpoint to start afresh.")
+    meter.update(0, False, 1.0, final=True)
+    checkpoint.warn_for_run(status, caught, stacklevel=2)
+    if not keep:
+        shutil.rmtree(run.path, ignore_errors=True)
+    return {"n_datasets": n_datasets, "n_chunks": n_chunks, "chunk_datasets": chunk_datasets,
+            "seconds": time.perf_counter() - t0, "backend": "+".join(backends),
+            "status": status, "outputs": outputs}
+
+
+def _check_repeats(run: RunDir, chunk: Chunk, again: np.ndarray, src: Path,
+                   dataset_col: str) -> None:
+    """Raise if a dataset of ``chunk`` was in an earlier chunk (not a hash collision)."""
+    wanted_ids = set(chunk.ids[again].tolist())
+    for i in range(chunk.number):
+        earlier = set(run.read(i).tables["summary"]["dataset"].tolist())
+        both = wanted_ids & earlier
+        if both:
+            ident = next(iter(both))
+            row = chunk.first_row + int(np.flatnonzero(chunk.frame[dataset_col].to_numpy()
+                                                       == ident)[0])
+            raise ValueError(_not_contiguous(ident, src, dataset_col, row))
