@@ -25,9 +25,11 @@ import warnings
 
 import numba
 import numpy as np
+import scipy.linalg  # noqa: F401  (BLAS loaded now, so that threadpool_limits sees it)
 from threadpoolctl import threadpool_limits
 
 import bulkem
+import bulkem.api  # noqa: F401  (bulkem imports lazily: numba and its libraries now, likewise)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
