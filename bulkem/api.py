@@ -166,17 +166,19 @@ def fit(
         ``value_col`` lists them).  Every dataset of a batch has the same
         ``n_dims``.  Dataset identifiers in the tables are the list
         positions, dict keys or DataFrame labels.
-    family : {"invgauss", "gaussian", "hmm", "tmap"}
+    family : {"invgauss", "gaussian", "hmm", "tmap", "ar", "local_level"}
         Component distribution: inverse-Gaussian (positive scalars) or
         Gaussian with a diagonal covariance matrix (vectors); "hmm": hidden
         Markov models of sequences; "tmap": transient Markovian arrival
         processes with Erlang branches, fitted to traces of runs (options
         ``orders``, ``run_col``, ``drop_bad_runs``; see
-        :mod:`bulkem.models.tmap`).
+        :mod:`bulkem.models.tmap`); "ar": AR(p) plus noise (option
+        ``order``), "local_level": a random walk plus noise, fitted to
+        series (option ``series_col``; see :mod:`bulkem.models.ssm`).
     n_components : int, optional
         Mixture components or hidden states ``M`` (default 2); for
         ``family="tmap"`` the number of Erlang branches, ``len(orders)`` by
-        default.
+        default; not used by "ar" and "local_level".
     n_starts : int, default 10
         Starts per dataset: the rows of ``init`` first, then random starts
         drawn by ``init_method``.
@@ -277,6 +279,9 @@ def fit(
         seed = _check_int("seed", seed, 0)
     pairs = fam.read(datasets, dataset_col, value_col, options)
     model = fam.model(pairs, M, options)
+    if dtype not in getattr(model, "dtypes", DTYPES):
+        raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
+                         f"one of {list(model.dtypes)}.")
     if init_method is None:
         init_method = model.default_init
     if not isinstance(init_method, str) or init_method not in starts.INIT_METHODS:

@@ -149,6 +149,55 @@ LARGE_CUDA_CHECK_EVERY = 8
 # launch (numba-cuda internals; the ordinary launch is used where they differ).
 LARGE_CUDA_PREPARED_LAUNCH = True
 
+# --- Kalman likelihoods (bulkem.kalman_loglik; issue 15) ---
+# The Kalman engines read these when a call starts, so tests can patch them (small
+# blocks and chunks, so that the CUDA simulator runs several blocks and the scan
+# several levels on tiny inputs).
+# Exact filter.
+# Series of one model without missing rows share the covariance part of the
+# filter (it does not depend on the data): it is computed once, on the host,
+# for the longest series, and each series then runs the mean recursion only.
+# Used when at least this many series qualify (the shared part costs one
+# sequential filter of the longest series).
+KALMAN_SHARED_GAINS_MIN_SERIES = 2
+
+# Scan (the time-parallel exact filter).
+# Level-0 chunk: time steps one thread (CPU: one task) filters conditionally;
+# it is at least CHUNK0 steps, and longer when the batch would otherwise
+# make more than TARGET_CHUNKS chunks.  Higher levels combine CHUNK elements
+# per thread.  The CPU wants a few chunks per core (then two levels); a GPU
+# wants many threads and short sequential runs.
+KALMAN_CPU_SCAN_CHUNK0 = 64
+KALMAN_CPU_SCAN_CHUNK = 256
+KALMAN_CPU_SCAN_CHUNKS_PER_THREAD = 8
+KALMAN_CUDA_SCAN_CHUNK0 = 16
+KALMAN_CUDA_SCAN_CHUNK = 8
+KALMAN_CUDA_SCAN_TARGET_CHUNKS = 1 << 18
+
+# Splash.
+KALMAN_CPU_SPLASH_BLOCK = 256  # time steps per parallel task
+KALMAN_SPLASH_BROAD_VAR = 1e6  # default variance of the broad prior that starts each window
+# Splash step terms are summed in chunks of this many steps (on the GPU, a
+# thread per chunk), then the chunks of a series in order: one order on both
+# engines, and only the chunk sums leave the GPU.
+KALMAN_SPLASH_SUM_CHUNK = 64
+
+# CUDA launches.
+KALMAN_CUDA_THREADS = 128  # threads per block of every Kalman kernel (the paper: 128 or 256)
+
+# --- State-space EM (bulkem.fit, family="ar" / "local_level"; issue 15) ---
+# The AR coefficients' M-step (the Shumway-Stoffer regression plus the stationary
+# prior's gradient) is halved towards the old coefficients until it raises the
+# expected log-likelihood, at most this many times (then they stay).
+SSM_AR_MAX_HALVINGS = 30
+# Lanes that share a fit on the GPU, by (tol > 0): a lane takes whole series, so one
+# lane per fit when datasets are single series (the usual case), no idle lanes.
+CUDA_LANES_PER_FIT_SERIES = {False: 1, True: 1}
+# An AR fit whose companion matrix has a spectral radius at or above this is flagged in
+# summary.message: the stationary prior holds it inside the unit circle, but the data
+# may not be stationary.
+SSM_AR_RADIUS_WARN = 0.999
+
 # --- TMAP family (issue 14) ---
 # Random starts (the paper's section 4.1): rates are scaled down so that
 # x_max * lambda_max is at most this (the paper's margin from float32's exp

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import config
 from .data import as_datasets
-from .engines import kalman_config as kc
 from .models.ssm.plan import SeriesBatch, series_counts
 from .models.ssm.statespace import StateSpace, as_models, stack
 
@@ -181,7 +181,7 @@ def kalman_loglik(
         report both and their difference.
     splash_var : float, optional
         Variance of the broad prior ``N(0, splash_var * I)`` that starts each
-        splash window (default ``kalman_config.SPLASH_BROAD_VAR`` = 1e6);
+        splash window (default ``config.KALMAN_SPLASH_BROAD_VAR`` = 1e6);
         pick it much larger than the state's variance.
     series_col, value_col : str
         Column names for DataFrame input (``value_col=None``: every column
@@ -238,7 +238,7 @@ def kalman_loglik(
         elif method == "scan":
             out = engine.scan(batch)
         else:
-            broad = kc.SPLASH_BROAD_VAR if splash_var is None else float(splash_var)
+            broad = config.KALMAN_SPLASH_BROAD_VAR if splash_var is None else float(splash_var)
             out = engine.splash(batch, int(window), broad)
         ll[valid] = out.loglik
         for j in np.flatnonzero(out.fail >= 0):

@@ -22,7 +22,7 @@ echo "== ruff"
 .venv/bin/ruff check .
 
 echo "== pytest"
-.venv/bin/python -m pytest -q -p no:cacheprovider
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15
 
 if [ -f scripts/test_r.sh ]; then
   echo "== R package and vignettes"

@@ -24,8 +24,7 @@ from kalman_reference import (
 )
 
 import bulkem
-from bulkem import StateSpace
-from bulkem.engines import kalman_config as kc
+from bulkem import StateSpace, config
 from bulkem.models.ssm.kalman import make_kalman
 from bulkem.models.ssm.plan import plan_levels
 from bulkem.models.ssm.scan import make_scan
@@ -60,11 +59,11 @@ def assert_rel(got, want, rtol=RTOL):
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def kbackend(request, monkeypatch) -> str:
     """Every engine, with small blocks and scan chunks so that all the levels run."""
-    monkeypatch.setattr(kc, "CUDA_THREADS", 4)
-    monkeypatch.setattr(kc, "CUDA_SCAN_CHUNK0", 3)
-    monkeypatch.setattr(kc, "CUDA_SCAN_CHUNK", 2)
-    monkeypatch.setattr(kc, "CPU_SCAN_CHUNK0", 4)
-    monkeypatch.setattr(kc, "CPU_SCAN_CHUNK", 3)
+    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 4)
+    monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK0", 3)
+    monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK", 2)
+    monkeypatch.setattr(config, "KALMAN_CPU_SCAN_CHUNK0", 4)
+    monkeypatch.setattr(config, "KALMAN_CPU_SCAN_CHUNK", 3)
     return request.param
 
 

@@ -1,20 +1,27 @@
-"""Input forms of datasets made of units (sequences of a hidden Markov model, runs of a TMAP).
+"""Input forms of datasets made of units (sequences of a hidden Markov model, runs of a TMAP,
+series of a state-space model).
 
 Every sequence family reads its input here: a batch is a list or a dict of
 datasets, each one unit or a list of units (ragged lengths), one array (one
 dataset of one unit), or a long DataFrame with a dataset column, a unit
 column and the value column(s), rows in order within a unit.  The words in
-the messages (``dataset``/``sequence`` or ``trace``/``run``) are the family's.
+the messages (``dataset``/``sequence``, ``trace``/``run`` or
+``dataset``/``series``) are the family's.  :func:`pack_units` checks each
+dataset of unit arrays and packs the valid ones in the two offset levels of
+:class:`bulkem.data.Ragged`.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+
+from .inputs import Packed
+from .ragged import Ragged
 
 
 class Words(NamedTuple):
@@ -23,6 +30,11 @@ class Words(NamedTuple):
     dataset: str = "dataset"
     unit: str = "sequence"
     unit_col: str = "sequence_col"
+
+    @property
+    def units(self) -> str:
+        """The plural of ``unit`` ("series" stays "series")."""
+        return self.unit if self.unit.endswith("s") else self.unit + "s"
 
 
 HMM_WORDS = Words()
@@ -66,7 +78,7 @@ def _units(ds: Any, ident: Any, multi: bool, words: Words) -> list[np.ndarray]:
                 shape = "(n_obs, n_dims)" if multi else "(n_obs,)"
                 raise ValueError(f"{words.dataset} {ident!r}, {words.unit} {k} has shape "
                                  f"{a.shape}; expected {shape}. A {words.dataset} is one "
-                                 f"{words.unit} or a list of {words.unit}s.")
+                                 f"{words.unit} or a list of {words.units}.")
         out.append(a)
     return out
 
@@ -146,8 +158,8 @@ def _split_frame(df: pd.DataFrame, dataset_col: str, unit_col: str, cols, packed
 
 
 def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | Sequence[str],
-               multi: bool, words: Words = HMM_WORDS, packed: bool = False
-               ) -> list[tuple[Any, Any]]:
+               multi: bool, words: Words = HMM_WORDS, packed: bool = False,
+               unit_optional: bool = False) -> list[tuple[Any, Any]]:
     """Any accepted input form -> ``(identifier, list of units)`` pairs.
 
     Parameters
@@ -169,12 +181,16 @@ def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | 
     packed : bool
         DataFrame input: each dataset's units as one :class:`UnitArrays`
         (no array per unit) instead of a list of arrays.
+    unit_optional : bool
+        A DataFrame without ``unit_col`` is one unit per dataset (else an error).
 
     Returns
     -------
     list of (identifier, list of ndarray or UnitArrays)
     """
     if isinstance(datasets, pd.DataFrame):
+        if unit_optional and unit_col not in datasets.columns:
+            unit_col = dataset_col  # one unit per dataset
         for c, opt in ((dataset_col, "dataset_col"), (unit_col, words.unit_col)):
             if c not in datasets.columns:
                 raise ValueError(
@@ -201,7 +217,7 @@ def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | 
     else:
         raise TypeError(
             f"datasets is a {type(datasets).__name__}; expected a list or dict of "
-            f"{words.dataset}s (each one {words.unit} or a list of {words.unit}s), one array, "
+            f"{words.dataset}s (each one {words.unit} or a list of {words.units}), one array, "
             "or a long DataFrame.")
     if not pairs:
         raise ValueError(f"datasets is empty; expected at least one {words.dataset}.")
@@ -210,7 +226,43 @@ def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | 
     if multi:
         dims = {u.shape[1] for _, units in out for u in units if len(u)}  # (never packed)
         if len(dims) > 1:
-            raise ValueError(f"{words.unit}s have different numbers of dimensions "
+            raise ValueError(f"{words.units} have different numbers of dimensions "
                              f"{sorted(dims)}; every observation of a batch needs the same "
                              "dimensions.")
     return out
+
+
+def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
+               count: Callable[[np.ndarray], int] | None = None) -> Packed:
+    """Validate datasets of units and pack the valid ones (:class:`bulkem.data.Ragged`).
+
+    Parameters
+    ----------
+    pairs : list of (identifier, list of ndarray)
+        Each unit of shape ``(n,)`` or ``(n, width)``.
+    check : callable
+        ``check(units) -> str | None``: why a dataset cannot be fitted, or None.
+    width : int
+        Values per observation.
+    count : callable, optional
+        ``count(unit) -> int``: the observations of a unit that ``Packed.n_obs``
+        counts (default: its length; a state-space series leaves out its
+        missing steps).
+    """
+    ids = [k for k, _ in pairs]
+    size = len if count is None else count
+    n_obs = np.array([sum(size(u) for u in units) for _, units in pairs], dtype=np.int64)
+    messages = [check(units) for _, units in pairs]
+    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
+    units = [u for i in valid for u in pairs[i][1]]
+    n_units = np.array([len(pairs[i][1]) for i in valid], dtype=np.int64)
+    groups = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(n_units, out=groups[1:])
+    lens = np.array([len(u) for u in units], dtype=np.int64)
+    offsets = np.zeros(len(units) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    shape = (0,) if width == 1 else (0, width)
+    values = (np.concatenate([np.asarray(u, dtype=np.float64) for u in units])
+              if units else np.empty(shape))
+    return Packed(ids, n_obs, messages, valid, Ragged(np.ascontiguousarray(values), offsets,
+                                                      groups))

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from .. import config
 from ..models.ssm.kalman import make_kalman
 from ..models.ssm.plan import (
     LoglikOut,
@@ -28,7 +29,6 @@ from ..models.ssm.plan import (
 )
 from ..models.ssm.scan import element_size, make_scan
 from ..models.ssm.splash import make_splash
-from . import kalman_config as kc
 
 _compiled: dict = {}
 
@@ -272,7 +272,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None) -> LoglikOut:
 
     ``shared`` (None: when worth it) lets the series of a one-model batch
     without missing rows share the covariance recursion (see
-    ``kalman_config.SHARED_GAINS_MIN_SERIES``); False forces the full
+    ``config.KALMAN_SHARED_GAINS_MIN_SERIES``); False forces the full
     filter for every series.
     """
     md = batch.models
@@ -282,7 +282,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None) -> LoglikOut:
     nobs = np.zeros(n, dtype=np.int64)
     fail = np.full(n, -1, dtype=np.int64)
     rest = np.arange(n, dtype=np.int64)
-    sel = shared_series(batch, shared, kc.SHARED_GAINS_MIN_SERIES)
+    sel = shared_series(batch, shared, config.KALMAN_SHARED_GAINS_MIN_SERIES)
     if len(sel):
         n_steps = int(batch.lengths[sel].max())
         Ws = np.empty(n_steps * md.nx * md.ny, batch.y.dtype)
@@ -326,9 +326,9 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     if chunk0 is None:
-        chunk0 = chunk0_for(batch.offsets[-1], kc.CPU_SCAN_CHUNK0,
-                            numba.get_num_threads() * kc.CPU_SCAN_CHUNKS_PER_THREAD)
-    levels = plan_levels(batch.offsets, chunk0, chunk or kc.CPU_SCAN_CHUNK)
+        chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CPU_SCAN_CHUNK0,
+                            numba.get_num_threads() * config.KALMAN_CPU_SCAN_CHUNKS_PER_THREAD)
+    levels = plan_levels(batch.offsets, chunk0, chunk or config.KALMAN_CPU_SCAN_CHUNK)
     dt = batch.y.dtype
     ne = p["ne"]
     # up: the element of every chunk (but a series' last) of each level
@@ -396,9 +396,10 @@ def splash(batch: SeriesBatch, window: int, broad: float, shared: bool | None = 
     fail_t = np.zeros(n_total, dtype=np.int8)
     use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
     p["splash"](batch.y, batch.offsets, batch.model_idx, *_models(batch), window,
-                batch.y.dtype.type(broad), kc.CPU_SPLASH_BLOCK, use, Ws, Ls, logdets, ll_t,
-                obs_t, fail_t)
-    lev = step_chunks(batch.offsets, kc.SPLASH_SUM_CHUNK)  # the GPU engine's order of sums
+                batch.y.dtype.type(broad), config.KALMAN_CPU_SPLASH_BLOCK, use, Ws, Ls, logdets,
+                ll_t, obs_t, fail_t)
+    # the GPU engine's order of sums
+    lev = step_chunks(batch.offsets, config.KALMAN_SPLASH_SUM_CHUNK)
     return gather(batch, lev, *chunk_sums(lev, ll_t, obs_t, fail_t))
 
 

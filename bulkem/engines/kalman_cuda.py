@@ -29,6 +29,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import float32, float64
 
+from .. import config
 from ..models.ssm.kalman import make_kalman
 from ..models.ssm.plan import (
     LoglikOut,
@@ -42,7 +43,6 @@ from ..models.ssm.plan import (
 )
 from ..models.ssm.scan import element_size, make_scan
 from ..models.ssm.splash import make_splash
-from . import kalman_config as kc
 from .cuda import available, cuda  # numba.cuda, after the CUDA engine's shims
 
 __all__ = ["available", "exact", "scan", "splash", "to_device"]
@@ -57,7 +57,7 @@ def _device(fn):
 
 
 def _grid(n: int) -> tuple[int, int]:
-    threads = kc.CUDA_THREADS
+    threads = config.KALMAN_CUDA_THREADS
     return max(1, -(-n // threads)), threads
 
 
@@ -346,7 +346,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None, dev: DeviceBatch | Non
     nobs = cuda.to_device(np.zeros(n, dtype=np.int64))
     fail_h = np.full(n, -1, dtype=np.int64)
     rest = np.arange(n, dtype=np.int64)
-    sel = shared_series(batch, shared, kc.SHARED_GAINS_MIN_SERIES)
+    sel = shared_series(batch, shared, config.KALMAN_SHARED_GAINS_MIN_SERIES)
     if len(sel):
         lengths = batch.lengths[sel]
         n_steps = int(lengths.max())
@@ -395,8 +395,9 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     dev = to_device(batch) if dev is None else dev
     if chunk0 is None:
-        chunk0 = chunk0_for(batch.offsets[-1], kc.CUDA_SCAN_CHUNK0, kc.CUDA_SCAN_TARGET_CHUNKS)
-    levels = plan_levels(batch.offsets, chunk0, chunk or kc.CUDA_SCAN_CHUNK)
+        chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
+                            config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
+    levels = plan_levels(batch.offsets, chunk0, chunk or config.KALMAN_CUDA_SCAN_CHUNK)
     # every level's chunk table in one copy, every level's elements in one allocation
     host = [a.astype(np.int64, copy=False) for lev in levels
             for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
@@ -467,7 +468,7 @@ def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | Non
                                 cuda.to_device(Ws), cuda.to_device(Ls), cuda.to_device(logdets),
                                 ll_t, obs_t, fail_t)
     # Only the sums of chunks of steps come back (the CPU engine adds in the same order).
-    lev = step_chunks(batch.offsets, kc.SPLASH_SUM_CHUNK)
+    lev = step_chunks(batch.offsets, config.KALMAN_SPLASH_SUM_CHUNK)
     n = lev.n_chunks
     tables = cuda.to_device(np.concatenate([lev.lo, lev.hi]))
     ll_c, n_c, fail_c = (cuda.device_array(n, np.float64), cuda.device_array(n, np.int64),

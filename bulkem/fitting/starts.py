@@ -19,7 +19,8 @@ from .. import config
 from ..kernels.cache import njit_cached
 
 # Every way of drawing random starts; each model offers some of them ("random":
-# the TMAP's, section 4.1 of its paper).
+# the model's own draws: the TMAP's, section 4.1 of its paper; the state-space
+# families' from each dataset's autocovariances).
 INIT_METHODS = ("subset", "kmeans++", "dirichlet", "random")
 
 _U = np.uint64

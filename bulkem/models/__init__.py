@@ -1,8 +1,9 @@
 """The models bulkem fits, by family name.
 
 Each model supplies the EM driver's pieces (:mod:`bulkem.models.base`):
-mixtures (:mod:`.mixture`), hidden Markov models (:mod:`.hmm`) and TMAPs with
-Erlang branches (:mod:`.tmap`).  A family
+mixtures (:mod:`.mixture`), hidden Markov models (:mod:`.hmm`), TMAPs with
+Erlang branches (:mod:`.tmap`) and state-space models (:mod:`.ssm`: AR(p) plus
+noise, local level).  A family
 reads its input form (``read``) and builds the model for the data and
 options (``model``).
 """
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 from .hmm import HMM
 from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
+from .ssm.family import AR_FAMILY, LOCAL_LEVEL_FAMILY
 from .tmap import TMAP
 
-FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM, TMAP.name: TMAP}
+FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM, TMAP.name: TMAP, AR_FAMILY.name: AR_FAMILY,
+                  LOCAL_LEVEL_FAMILY.name: LOCAL_LEVEL_FAMILY}
 
 
 def get(name):

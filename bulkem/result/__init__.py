@@ -3,7 +3,9 @@
 from .base import STATUS_MESSAGES, STATUS_NAMES, FitResult
 from .hmm import HMMResult
 from .mixture import MixtureResult
+from .ssm import SSMResult
 from .tmap import TMAPResult
 
-__all__ = ["FitResult", "HMMResult", "MixtureResult", "TMAPResult", "STATUS_NAMES",
+__all__ = ["FitResult", "HMMResult", "MixtureResult", "SSMResult", "TMAPResult",
+           "STATUS_NAMES",
            "STATUS_MESSAGES"]

@@ -146,10 +146,10 @@ def lanes_per_fit(tol: float, dtype, model=None) -> int:
     The fits of a warp then finish together, so packing several into a warp
     costs no idle lanes; with ``tol > 0`` a warp would wait for its slowest fit.
     Sequence models, whose lanes split whole sequences, have their own
-    (``config.CUDA_LANES_PER_FIT_UNITS``).
+    (``config.CUDA_LANES_PER_FIT_UNITS``, or the model's ``cuda_lanes``).
     """
     if model is not None and model.sizes().buf_per_len:
-        return config.CUDA_LANES_PER_FIT_UNITS[tol > 0]
+        return getattr(model, "cuda_lanes", config.CUDA_LANES_PER_FIT_UNITS)[tol > 0]
     if tol > 0:
         return config.CUDA_LANES_PER_FIT
     return config.CUDA_LANES_PER_FIT_TOL0[np.dtype(dtype).name]

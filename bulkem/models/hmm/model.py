@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...data import Packed, Ragged
+from ...data.units import pack_units
 from ...fitting import starts
 from ..base import Pieces, Sizes
 from . import draws
@@ -300,32 +301,3 @@ class HMMModel:
             out["lambdas"] = e[:, 0].copy()
         return out
 
-
-def pack_units(pairs: list, check, width: int) -> Packed:
-    """Validate datasets of units and pack the valid ones (:class:`bulkem.data.Ragged`).
-
-    Parameters
-    ----------
-    pairs : list of (identifier, list of ndarray)
-        Each unit of shape ``(n,)`` or ``(n, width)``.
-    check : callable
-        ``check(units) -> str | None``.
-    width : int
-        Values per observation.
-    """
-    ids = [k for k, _ in pairs]
-    n_obs = np.array([sum(len(u) for u in units) for _, units in pairs], dtype=np.int64)
-    messages = [check(units) for _, units in pairs]
-    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
-    units = [u for i in valid for u in pairs[i][1]]
-    n_units = np.array([len(pairs[i][1]) for i in valid], dtype=np.int64)
-    groups = np.zeros(len(valid) + 1, dtype=np.int64)
-    np.cumsum(n_units, out=groups[1:])
-    lens = np.array([len(u) for u in units], dtype=np.int64)
-    offsets = np.zeros(len(units) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    shape = (0,) if width == 1 else (0, width)
-    values = (np.concatenate([np.asarray(u, dtype=np.float64) for u in units])
-              if units else np.empty(shape))
-    return Packed(ids, n_obs, messages, valid, Ragged(np.ascontiguousarray(values), offsets,
-                                                      groups))

@@ -1,0 +1,67 @@
+"""``family="ar"`` and ``family="local_level"``: read series data, build :class:`SSMModel` s."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ...data.units import Words, read_units
+from .em import AR, LOCAL_LEVEL
+from .model import SSMModel
+
+WORDS = Words("dataset", "series", "series_col")
+
+
+class SSMFamily:
+    """A state-space family of :func:`bulkem.fit`: AR(p) plus noise, or the local level.
+
+    A dataset is one series (a 1-D array, NaN for a missing step) or a list
+    of series that share the parameters (ragged lengths); a batch is a list
+    or a dict of datasets, one array (one dataset of one series), or a long
+    DataFrame with columns ``dataset_col``, ``series_col`` (default
+    "series"; without it, one series per dataset) and the value column, rows
+    in time order within a series.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.options = ("order", "series_col") if name == AR else ("series_col",)
+
+    def read(self, datasets: Any, dataset_col: str, value_col, options: dict) -> list:
+        """Any accepted input form -> ``(identifier, list of series)`` pairs."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) {unknown} for family="
+                            f"{self.name!r}; it takes {list(self.options)} beyond bulkem.fit's "
+                            "own.")
+        if self.name == AR:
+            _order(options)  # before reading the data
+        if not isinstance(value_col, str):
+            raise ValueError(f"value_col={value_col!r}: family={self.name!r} takes one value "
+                             "column.")
+        if isinstance(datasets, np.ndarray) and datasets.ndim == 2:
+            raise ValueError(f"datasets is an array of shape {datasets.shape}; expected one "
+                             "series (n_obs,). For one dataset per row of a 2-D array, pass "
+                             "list(array).")
+        return read_units(datasets, dataset_col, options.get("series_col", "series"),
+                          value_col, multi=False, words=WORDS, unit_optional=True)
+
+    def model(self, pairs: list, n_components: int, options: dict) -> SSMModel:
+        """The :class:`SSMModel` for these options (``n_components`` is not used)."""
+        return SSMModel(self.name, _order(options) if self.name == AR else 1)
+
+
+def _order(options: dict) -> int:
+    p = options.get("order")
+    if p is None:
+        raise TypeError("family='ar' needs order=p, the number of AR coefficients "
+                        "(bulkem.fit(series, family='ar', order=3)).")
+    if isinstance(p, bool) or not isinstance(p, numbers.Integral) or p < 1:
+        raise ValueError(f"order must be an integer >= 1; got order = {p!r}.")
+    return int(p)
+
+
+AR_FAMILY = SSMFamily(AR)
+LOCAL_LEVEL_FAMILY = SSMFamily(LOCAL_LEVEL)

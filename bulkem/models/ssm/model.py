@@ -1,0 +1,244 @@
+"""AR(p)-plus-noise and local-level models as models of the EM driver: data, starts, tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ... import config
+from ...data import Packed, Ragged
+from ...data.units import pack_units
+from ...fitting import starts
+from ..base import Pieces, Sizes
+from . import draws
+from .em import AR, LOCAL_LEVEL, EMLayout, make_pieces
+
+
+def ar_radius(phi: np.ndarray) -> np.ndarray:
+    """Spectral radius of the companion matrix of each row of ``phi`` (n, p): < 1 is stationary.
+
+    The largest modulus of the roots of ``z^p - phi_1 z^{p-1} - ... - phi_p``
+    (1 over the smallest modulus of the AR polynomial's roots).
+    """
+    phi = np.atleast_2d(np.asarray(phi, dtype=np.float64))
+    n, p = phi.shape
+    if n == 0:
+        return np.empty(0)
+    F = np.zeros((n, p, p))
+    F[:, 0, :] = phi
+    if p > 1:
+        F[:, np.arange(1, p), np.arange(p - 1)] = 1.0
+    ok = np.all(np.isfinite(phi), axis=1)
+    out = np.full(n, np.nan)
+    if ok.any():
+        out[ok] = np.abs(np.linalg.eigvals(F[ok])).max(axis=1)
+    return out
+
+
+@dataclass(frozen=True)
+class SSMModel:
+    """An AR(p)-plus-noise (``family="ar"``) or local-level model fitted by EM.
+
+    The items the lanes of a fit split are the dataset's series.  The
+    kernels' batch data is ``(y, units)``: every series' values (NaN:
+    missing) and the series' offsets into them.  See :mod:`.em` for the
+    model, its prior and the E- and M-steps.
+
+    Attributes
+    ----------
+    family : {"ar", "local_level"}
+    order : int
+        The AR order ``p`` (1 for the local level): the state dimension.
+    """
+
+    family: str
+    order: int = 1
+
+    component_label = "parameter"
+    dtypes = ("float64",)
+
+    @property
+    def name(self) -> str:
+        return self.family
+
+    @property
+    def layout(self) -> EMLayout:
+        return EMLayout(self.family, self.order)
+
+    @property
+    def key(self) -> tuple:
+        return ("ssm", self.family, self.order)
+
+    @property
+    def names(self) -> list[str]:
+        """The parameters, in params order (one ``components`` row each)."""
+        head = ([f"phi_{k + 1}" for k in range(self.order)] if self.family == AR
+                else ["level0"])
+        return head + ["state_var", "obs_var"]
+
+    @property
+    def n_params(self) -> int:
+        return self.layout.n_params
+
+    @property
+    def n_components(self) -> int:
+        return self.n_params
+
+    @property
+    def n_free(self) -> int:
+        return self.n_params
+
+    n_dims = 1
+
+    @property
+    def result_class(self):
+        from ...result.ssm import SSMResult
+
+        return SSMResult
+
+    @property
+    def cuda_lanes(self) -> dict:
+        """Lanes per fit on the GPU, by ``tol > 0`` (read by the bulk CUDA kernel)."""
+        return config.CUDA_LANES_PER_FIT_SERIES
+
+    init_methods = ("random",)
+    default_init = "random"
+
+    def sizes(self) -> Sizes:
+        return self.layout.sizes()
+
+    def pieces(self, dtype, target) -> Pieces:
+        # CPU: the big pieces compiled once each, not inlined (compile time; see make_pieces)
+        outer = njit(error_model="numpy") if target.name == "cpu" else None
+        return make_pieces(self.layout, dtype, target.jit, outer)
+
+    def bytes_per_value(self, dtype) -> int:
+        """Bytes of kernel data per stored value, and per value's share of the offsets."""
+        return 16
+
+    # --- data -----------------------------------------------------------------------------
+
+    def values_per_obs(self) -> int:
+        return 1
+
+    def check(self, units: list) -> str | None:
+        """Every problem of one dataset (a list of series), or None."""
+        problems = []
+        p = self.order
+        seen = []
+        for k, u in enumerate(units):
+            n = len(u)
+            if n < p or n == 0:
+                problems.append(f"series {k} is too short: {n} steps, at least {max(p, 1)} "
+                                "needed (the state dimension)")
+                continue
+            inf = int(np.count_nonzero(np.isinf(u)))
+            if inf:
+                problems.append(f"series {k}: {inf} of {n} values are infinite; expected "
+                                "finite numbers, or NaN for a missing step")
+                continue
+            obs = u[~np.isnan(u)]
+            if not len(obs):
+                problems.append(f"series {k}: all {n} steps are missing (NaN)")
+                continue
+            seen.append(obs)
+        if not units:
+            problems.append("no series")
+        if not problems:
+            obs = np.concatenate(seen)
+            if self.family == AR and not np.any(obs != 0.0):
+                problems.append("every observed value is 0: no variance to fit")
+            elif self.family == LOCAL_LEVEL and not np.any(obs != obs[0]):
+                problems.append(f"every observed value is {obs[0]:g}: no variance to fit")
+        return "; ".join(problems) if problems else None
+
+    def pack(self, pairs: list) -> Packed:
+        """Validate ``(identifier, list of series)`` pairs and pack the valid datasets.
+
+        ``n_obs`` counts the observed (not missing) steps.
+        """
+        return pack_units(pairs, self.check, 1,
+                          count=lambda u: int(np.count_nonzero(~np.isnan(u))))
+
+    def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The kernels' batch tuple ``(y, units)``, item (series) offsets, constants (0)."""
+        y = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
+        return (y, data.units), data.groups, np.zeros(data.n_datasets)
+
+    # --- starts ---------------------------------------------------------------------------
+
+    def start_plan(self, data: Ragged, keys: np.ndarray, seed: int, method: str,
+                   user: np.ndarray | None) -> starts.StartPlan:
+        """Random starts scaled by each dataset's moments (see :mod:`.draws`)."""
+        mom = []
+
+        def draw(fit_ds, fit_start, out):
+            if out is None:
+                out = np.empty((len(fit_ds), self.n_params))
+            if not mom:
+                mom.append(draws.dataset_moments(self, data))
+            draws.draw(self, data, keys, seed, fit_ds, fit_start, out, mom[0])
+            return out
+
+        return starts.StartPlan(draw, user)
+
+    def init_shapes(self) -> dict:
+        """User starting values' keys and shapes (one start)."""
+        head = {"phi": (self.order,)} if self.family == AR else {"level0": ()}
+        return {**head, "state_var": (), "obs_var": ()}
+
+    def user_starts(self, init: Mapping) -> np.ndarray:
+        """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
+        from ..mixture.model import _init_blocks
+
+        shapes = self.init_shapes()
+        blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
+        for key, b in blocks.items():
+            if not np.all(np.isfinite(b)):
+                raise ValueError(f"init[{key!r}] must be finite.")
+        for key in ("state_var", "obs_var"):
+            if np.any(blocks[key] <= 0):
+                raise ValueError(f"init[{key!r}] must be positive: a variance; got "
+                                 f"{blocks[key].tolist()}.")
+        k = len(blocks["state_var"])
+        head = blocks["phi"] if self.family == AR else blocks["level0"].reshape(k, 1)
+        if self.family == AR:
+            rad = ar_radius(head)
+            bad = np.flatnonzero(~(rad < 1.0))
+            if len(bad):
+                raise ValueError(
+                    f"init['phi'] of start {int(bad[0])} is not stationary (companion matrix "
+                    f"spectral radius {rad[bad[0]]:.6g}, expected < 1): the AR family's prior "
+                    "is the stationary law, which such coefficients do not have. Pass "
+                    "stationary coefficients, or use family='local_level' for a random walk.")
+        return np.concatenate([head.reshape(k, -1), blocks["state_var"].reshape(k, 1),
+                               blocks["obs_var"].reshape(k, 1)], axis=1)
+
+    # --- tables ---------------------------------------------------------------------------
+
+    def param_columns(self, params: np.ndarray) -> dict:
+        """Columns, one row per (fit, parameter): ``parameter`` (its name) and ``value``."""
+        p = np.asarray(params, dtype=np.float64).reshape(len(params), -1)
+        names = np.array(self.names, dtype=object)
+        return {"parameter": np.tile(names, len(p)), "value": p.reshape(-1)}
+
+    def canonical(self, params: np.ndarray) -> np.ndarray:
+        """No exchangeable parts: the parameters as they are."""
+        return np.asarray(params, dtype=np.float64)
+
+    def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
+        """Tables of the starts beyond ``start_values``: none."""
+        return {}
+
+    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
+        return {}
+
+    def as_dict(self, params: np.ndarray) -> dict:
+        """One fit's parameters in the form ``fit(init=...)`` takes."""
+        p = np.asarray(params, dtype=np.float64)
+        head = ({"phi": p[:self.order].copy()} if self.family == AR
+                else {"level0": float(p[0])})
+        return {**head, "state_var": float(p[-2]), "obs_var": float(p[-1])}

@@ -1,0 +1,148 @@
+"""What can be computed from a state-space fit: the fitted model, smoothed signals, scores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import config
+from .base import FitResult
+
+
+class SSMResult(FitResult):
+    """Result of :func:`bulkem.fit` with ``family="ar"`` or ``family="local_level"``.
+
+    The tables of :class:`FitResult`, with ``components`` one row per
+    (dataset, parameter) of the best start: ``dataset, parameter, value``,
+    the parameters ``phi_1 .. phi_p, state_var, obs_var`` (AR) or ``level0,
+    state_var, obs_var`` (local level), in that order (``start_values`` the
+    same per start).  ``summary.n_obs`` counts the observed (not missing)
+    steps.  For the AR family, ``summary`` and ``starts`` also have
+    ``ar_radius``: the spectral radius of the fitted companion matrix (the
+    largest modulus of the inverse AR roots; < 1 is stationary).  Fits
+    are stationary by construction (the prior is the stationary law), so a
+    radius near 1 means the data pull towards a unit root: ``summary.message``
+    says so from ``config.SSM_AR_RADIUS_WARN`` on.
+    """
+
+    @classmethod
+    def assemble(cls, model, packed, job, n_starts, seed, backend, dtype, elapsed,
+                 early: dict | None = None) -> SSMResult:
+        res = super().assemble(model, packed, job, n_starts, seed, backend, dtype, elapsed,
+                               early)
+        if model.family != "ar":
+            return res
+        from ..models.ssm.model import ar_radius
+
+        rad = ar_radius(job.params[:, :model.order])
+        done = job.status <= config.MAX_ITER
+        res.starts["ar_radius"] = np.where(done, rad, np.nan)
+        s = res.summary
+        best = np.full(len(s), np.nan)
+        for j, d in enumerate(s["dataset"]):
+            if d in res._best:
+                best[j] = ar_radius(res._best[d][0][:model.order])[0]
+        s["ar_radius"] = best
+        near = best >= config.SSM_AR_RADIUS_WARN
+        if near.any():
+            note = (" near the unit circle: the stationary prior holds the fit inside; the "
+                    "data may not be stationary (try family='local_level')")
+            msg = s["message"].to_numpy(dtype=object).copy()
+            for j in np.flatnonzero(near):
+                msg[j] = "; ".join(x for x in (msg[j], f"ar_radius {best[j]:.6g}{note}") if x)
+            s["message"] = msg
+        return res
+
+    # --- the fitted model -----------------------------------------------------------------
+
+    def state_space(self, dataset: Any):
+        """The dataset's fitted model as a :class:`bulkem.StateSpace` (with its prior).
+
+        Usable with :func:`bulkem.kalman_loglik`.  AR: ``StateSpace.ar(phi,
+        state_var, obs_var)`` with the stationary prior; local level: ``x_1 ~
+        N(level0, state_var)``.
+        """
+        from ..models.ssm import StateSpace
+
+        p = self.params(dataset)
+        if self._model.family == "ar":
+            return StateSpace.ar(p["phi"], p["state_var"], p["obs_var"])
+        return StateSpace([[1.0]], [[1.0]], [[p["state_var"]]], [[p["obs_var"]]],
+                          [p["level0"]], [[p["state_var"]]])
+
+    def _series(self, dataset: Any, series: Any) -> np.ndarray:
+        if isinstance(series, (int, np.integer)) and not isinstance(series, bool):
+            packed = self._packed
+            pos = next((i for i, k in enumerate(packed.ids) if k == dataset), None)
+            where = np.flatnonzero(packed.valid == pos) if pos is not None else []
+            if not len(where):
+                self._get(dataset)  # raises, saying why
+            data = packed.data
+            g = data.groups[where[0]]
+            n = data.groups[where[0] + 1] - g
+            if not 0 <= series < n:
+                raise IndexError(f"dataset {dataset!r} has {n} series; got series = {series}.")
+            return data.values[data.units[g + series]:data.units[g + series + 1]]
+        return self._new(series)
+
+    def _new(self, series: Any) -> np.ndarray:
+        y = np.asarray(series, dtype=np.float64)
+        if y.ndim != 1:
+            raise ValueError(f"series has shape {y.shape}; expected a 1-D array, or the "
+                             "position of one of the dataset's series.")
+        problem = self._model.check([y])
+        if problem:
+            raise ValueError(f"series: {problem.split(': ', 1)[-1]}")
+        return y
+
+    def smooth(self, dataset: Any, series: Any = 0) -> pd.DataFrame:
+        """The smoothed signal (``z_t`` of the AR process, or the level) of one series.
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``: whose best fit to use.
+        series : int or array-like
+            The position of one of the dataset's series (default the first), or
+            new observations (1-D, NaN for a missing step).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per step: ``step`` (from 0), ``y`` (the observation, NaN if
+            missing), ``mean`` and ``var``: ``E[z_t | y]`` and ``Var(z_t | y)``
+            under the fitted model, given the whole series.
+        """
+        from ..engines import kalman_cpu
+
+        y = self._series(dataset, series)
+        m = self.state_space(dataset)
+        n, p = len(y), m.dim_state
+        run = kalman_cpu._programs(p, 1, m.kind, np.float64)["smooth"]
+        ms, Ps = np.empty((n, p)), np.empty((n, p * p))
+        lag, ll = np.empty((max(n - 1, 1), p * p)), np.empty(1)
+        flat = [np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+                for a in (m.F, m.H, m.Q, m.R, m.m0, m.P0)]
+        if not run(np.ascontiguousarray(y), *flat, ms, Ps, lag, ll):
+            raise ValueError("the smoother failed: an innovation or predicted covariance was "
+                             "not positive definite.")
+        return pd.DataFrame({"step": np.arange(n), "y": y, "mean": ms[:, 0], "var": Ps[:, 0]})
+
+    def score(self, dataset: Any, series: Any) -> float:
+        """Log-likelihood of series under a dataset's fitted model (their sum).
+
+        Parameters
+        ----------
+        dataset : identifier
+            As in ``summary["dataset"]``.
+        series : array-like or list of array-like
+            One series (1-D, NaN for a missing step) or a list of series.
+        """
+        from ..ssm import kalman_loglik
+
+        many = isinstance(series, (list, tuple)) and len(series) and not np.isscalar(series[0])
+        ys = [self._new(s) for s in series] if many else [self._new(series)]
+        out = kalman_loglik(ys, self.state_space(dataset), backend="cpu")
+        return float(out["loglik"].sum())
