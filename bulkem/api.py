@@ -100,9 +100,22 @@ def _check_int(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
+def _check_dtype(dtype: Any) -> str:
+    """``dtype`` as "float64" or "float32" (also given as a numpy type or dtype)."""
+    name = dtype
+    if not isinstance(dtype, str):
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {list(DTYPES)}.")
+    return name
+
+
 def resolve_backend(backend: str) -> str:
     """Turn "auto"/"cpu"/"cuda" into the engine that will run."""
-    if backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {list(BACKENDS)}.")
     if backend == "cpu":
         return "cpu"
@@ -249,8 +262,14 @@ def fit(
     max_iter = _check_int("max_iter", max_iter, 1)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
         raise ValueError(f"tol must be a number >= 0; got tol = {tol!r}.")
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {list(DTYPES)}.")
+    if not np.isfinite(tol):
+        raise ValueError(f"tol must be finite; got tol = {tol!r}.")
+    dtype = _check_dtype(dtype)
+    if not isinstance(strict, (bool, np.bool_)):
+        raise TypeError(f"strict must be True or False; got strict = {strict!r}.")
+    if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
+        raise TypeError(f"progress must be True, False, None or a callable progress(done, "
+                        f"total); got progress = {progress!r}.")
     if (isinstance(reg_covar, bool) or not isinstance(reg_covar, numbers.Real)
             or not 0 <= reg_covar < np.inf):
         raise ValueError(f"reg_covar must be a finite number >= 0; got reg_covar = {reg_covar!r}.")
@@ -265,7 +284,7 @@ def fit(
                          f"one of {list(model.dtypes)}.")
     if init_method is None:
         init_method = model.default_init
-    if init_method not in starts.INIT_METHODS:
+    if not isinstance(init_method, str) or init_method not in starts.INIT_METHODS:
         raise ValueError(
             f"unknown init_method {init_method!r}; expected one of {list(starts.INIT_METHODS)}."
         )

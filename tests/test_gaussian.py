@@ -41,7 +41,7 @@ def _data(n, n_dims, seed, n_comp=2):
 def regime(request, monkeypatch, backend):
     """Force a regime; the large one with tiles, blocks and chunks small enough for tiny data."""
     monkeypatch.setattr(wide, "use_large", lambda job, engine: request.param == "large")
-    monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 16)
+    monkeypatch.setattr(config, "ESTEP_BLOCK_OBS", {"float64": 16, "float32": 16})
     monkeypatch.setattr(config, "LARGE_CUDA_THREADS", 64)
     monkeypatch.setattr(config, "LARGE_CUDA_TILE", 16)
     monkeypatch.setattr(config, "LARGE_CUDA_MAX_BLOCKS", 2)
@@ -373,18 +373,22 @@ def test_regime_choice(monkeypatch):
     assert not wide.use_large(job(0, 10**6), "cpu")
 
 
-def test_large_cpu_results_do_not_depend_on_chunks_or_threads(monkeypatch, seed):
-    monkeypatch.setattr(wide, "use_large", lambda job, engine: True)
+def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(monkeypatch, seed):
+    """One canonical order: blocks of ESTEP_BLOCK_OBS added in order, in both regimes."""
+    monkeypatch.setattr(config, "ESTEP_BLOCK_OBS", {"float64": 16, "float32": 16})
     x = [_data(200, 3, seed, n_comp=3)]
-    kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0, seed=seed,
-              backend="cpu")
-    monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 32)
-    base = bulkem.fit(x, **kw)
-    n = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        assert bulkem.fit(x, **kw).starts.equals(base.starts)
-    finally:
-        numba.set_num_threads(n)
-    monkeypatch.setattr(config, "LARGE_CPU_CHUNK_OBS", 7)
-    assert np.max(_rel(bulkem.fit(x, **kw).starts.loglik, base.starts.loglik)) < 1e-12
+    for dtype in ("float64", "float32"):
+        kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0,
+                  seed=seed, backend="cpu", dtype=dtype)
+        monkeypatch.setattr(wide, "use_large", lambda job, engine: False)
+        bulk = bulkem.fit(x, **kw)
+        monkeypatch.setattr(wide, "use_large", lambda job, engine: True)
+        large = bulkem.fit(x, **kw)
+        assert large.starts.equals(bulk.starts), dtype
+        assert large.components.equals(bulk.components), dtype
+        n = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            assert bulkem.fit(x, **kw).starts.equals(bulk.starts), dtype
+        finally:
+            numba.set_num_threads(n)

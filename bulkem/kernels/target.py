@@ -15,7 +15,7 @@ class Target:
     Attributes
     ----------
     name : str
-        "cpu" or "cuda".
+        "cpu", "cpu-wide" (one fit over every core) or "cuda".
     jit : callable
         Compiles a device function: ``numba.njit(inline="always")`` or a CUDA
         device-function decorator.
@@ -53,3 +53,8 @@ def _nothing(a, lo, hi):
 
 
 CPU = Target("cpu", njit(inline="always"), _same, _nothing)
+
+# One fit over every core (the one-large-dataset regime): the pieces run their
+# blocks of observations in parallel and add them in order, so a fit gives the
+# bits it gives on one CPU thread (bulkem.models.mixture.fused.make_blocked).
+CPU_WIDE = Target("cpu-wide", njit(inline="always"), _same, _nothing)

@@ -84,11 +84,7 @@ class MixtureResult(FitResult):
             rows sum to 1.
         """
         x = self._points(x)
-        lc = self._model.family.log_components(x, self._get(dataset)[0], self.n_components)
-        top = np.max(lc, axis=1, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            e = np.exp(lc - top)
-            return e / e.sum(axis=1, keepdims=True)
+        return self._model.family.proba(x, self._get(dataset)[0], self.n_components)
 
     def predict(self, dataset: Any, x: Any) -> np.ndarray:
         """The most probable component of each point.
@@ -104,9 +100,7 @@ class MixtureResult(FitResult):
             Component numbers as in the ``components`` table, from 1
             (subtract 1 for scikit-learn's 0-based labels).
         """
-        x = self._points(x)
-        lc = self._model.family.log_components(x, self._get(dataset)[0], self.n_components)
-        return np.argmax(lc, axis=1) + 1
+        return np.argmax(self.predict_proba(dataset, x), axis=1) + 1
 
     def plot(self, dataset: Any, ax: Any = None, bins: Any = "auto", **kwargs: Any) -> Any:
         """Histogram of a dataset with its fitted mixture density and components.

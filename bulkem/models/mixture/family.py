@@ -34,6 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# A log density below the float64 range is reported as minus this (its density is 0).
+LOG_DENSITY_FLOOR = float(np.finfo(np.float64).max)
+
 
 @dataclass(frozen=True)
 class Family:
@@ -70,9 +73,12 @@ class Family:
     subset_init : numba dispatcher
         ``subset_init(x, idx, out)``: starting parameters from the
         observations ``x[idx[l]]`` drawn for each component ``l``.
-    log_components : callable
-        ``log_components(values, params, M) -> ndarray (n_obs, M)``: host
-        NumPy ``log(w_l p_l(x_i))``, for densities and scoring.
+    log_terms : callable
+        ``log_terms(values, params, M) -> (base, logq)``, each an ndarray
+        (n_obs, M): host NumPy ``log(w_l p_l(x_i)) = base - exp(logq)``, with
+        ``base`` the normalising terms and ``logq`` the log of the centred,
+        scaled quadratic term, both free of overflow (see
+        :meth:`log_components`).
     param_columns : callable
         ``param_columns(params, M, D) -> dict``: table columns, one row per
         (fit, component), from ``params`` of shape (n_fits, n_params).
@@ -96,6 +102,20 @@ class Family:
         parameters.  The one-large-dataset CUDA engine then computes a tile's
         log densities as a matrix product; families without it run in the
         bulk regime there.
+    positive_init : tuple of str
+        The keys of user starting values that must be positive.
+    exact_coef, exact_logdens : callable
+        Compiled-twice hooks of the exact pass (:mod:`.fused`):
+        ``exact_coef(params, M, D, c)`` writes ``n_coef / M`` values per
+        component, ``exact_logdens(c, m, D, feat, stride, i)`` returns
+        ``log(w_m p_m(x_i))`` (less ``obs_const``) evaluated in centred,
+        scaled form, accurate to a few rounding errors of its own size
+        whatever the parameters.
+    coef_bound : callable
+        Compiled-twice ``coef_bound(c, tot, m, D) -> float``: an upper bound
+        of ``sum_i sum_k |c[m, k] g_k(x_i)|`` (``c`` the linear coefficients)
+        from the totals ``tot[k] = sum_i g_k(x_i)``: how large the linear
+        form's terms get (:func:`.fused.make_bound`).
     """
 
     name: str
@@ -115,13 +135,17 @@ class Family:
     accum: Callable
     mstep: Callable
     subset_init: Callable
-    log_components: Callable
+    log_terms: Callable
     param_columns: Callable
     order_key: Callable
     init_shapes: Callable
     centre_init: Callable | None = None
     default_init: str = "subset"
     linear_logdens: bool = False
+    positive_init: tuple = ("weight",)
+    exact_coef: Callable | None = None
+    exact_logdens: Callable | None = None
+    coef_bound: Callable | None = None
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""
@@ -145,9 +169,47 @@ class Family:
         """Length of one fit's parameter vector."""
         return n_components * self.per_component(n_dims)
 
+    def log_components(self, values: np.ndarray, params: np.ndarray, n_components: int
+                       ) -> np.ndarray:
+        """``log(w_l p_l(x_i))`` of shape (n_obs, M) (host NumPy); -inf where it underflows."""
+        base, logq = self.log_terms(values, params, n_components)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return base - np.exp(logq)
+
     def log_density(self, values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
-        """Log of the fitted mixture density at each value (host NumPy)."""
+        """Log of the fitted mixture density at each value (host NumPy).
+
+        Finite everywhere: a point whose log density lies below the float64
+        range (beyond ~1e154 standard deviations) gets ``-LOG_DENSITY_FLOOR``.
+        """
         lc = self.log_components(values, params, n_components)
         top = np.max(lc, axis=1, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            return (top + np.log(np.sum(np.exp(lc - top), axis=1, keepdims=True)))[:, 0]
+        with np.errstate(invalid="ignore", over="ignore"):
+            safe = np.where(np.isfinite(top), top, 0.0)
+            out = (top + np.log(np.sum(np.exp(lc - safe), axis=1, keepdims=True)))[:, 0]
+        return np.where(np.isnan(out) | (out < -LOG_DENSITY_FLOOR), -LOG_DENSITY_FLOOR, out)
+
+    def proba(self, values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
+        """Posterior probabilities of the components at each value (rows sum to 1).
+
+        Where every component's log density underflows, the limit: the
+        components with the smallest quadratic term share the point in
+        proportion to their normalising terms.
+        """
+        base, logq = self.log_terms(values, params, n_components)
+        with np.errstate(over="ignore", invalid="ignore"):
+            lc = base - np.exp(logq)
+            top = np.max(lc, axis=1, keepdims=True)
+            e = np.exp(lc - np.where(np.isfinite(top), top, 0.0))
+            lost = ~np.isfinite(top[:, 0])
+            if lost.any():  # every density underflowed: the limit by (logq, base)
+                lq = np.where(np.isnan(logq[lost]), np.inf, logq[lost])
+                near = lq == lq.min(axis=1, keepdims=True)
+                b = np.where(near, base[lost], -np.inf)
+                bt = b.max(axis=1, keepdims=True)
+                e[lost] = np.where(near, np.exp(b - np.where(np.isfinite(bt), bt, 0.0)), 0.0)
+                bad = ~np.isfinite(e[lost].sum(axis=1)) | (e[lost].sum(axis=1) == 0)
+                if bad.any():  # undefined everywhere (e.g. x <= 0): equal shares
+                    rows = np.flatnonzero(lost)[bad]
+                    e[rows] = 1.0
+            return e / e.sum(axis=1, keepdims=True)

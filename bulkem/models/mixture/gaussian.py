@@ -16,9 +16,13 @@ is linear in the statistics ``(1, x, x^2)`` that the M-step sums, with the
 coefficients laid out like the statistics (``linear_logdens``): each
 dimension costs two multiply-adds per observation and component, and the
 one-large-dataset CUDA engine computes all log densities of a tile as one
-matrix product.  (In float32 the expanded form loses accuracy for data far
-from the origin relative to its spread: centre such data first.)  The
-features are the ``D`` coordinates themselves (``feat[d * stride + i]``).
+matrix product.  The expanded terms can be far larger than the log
+density they add up to (a component on one point far from the others:
+``mu^2 / var ~ 1e18``), so the exact pass (:mod:`.fused`) evaluates
+``log w - 1/2 sum_d log var_d - sum_d z_d^2`` with ``z = (x - mean) /
+sqrt(2 var)`` instead, centred on each component, wherever the expanded
+form's rounding could show.  The features are the ``D`` coordinates
+themselves (``feat[d * stride + i]``).
 
 Layouts, ``P = 1 + 2 D`` values per component in each of them:
 
@@ -79,6 +83,42 @@ def logdens(c, m, D, feat, stride, i):
         v += x * (c[b + 1 + d] + c[b + 1 + D + d] * x)
         o += stride
     return v
+
+
+def exact_coef(params, M, D, c):
+    """``log w - 1/2 sum_d log var_d``, the means and ``1 / sqrt(2 var_d)`` per component."""
+    P = 1 + 2 * D
+    for m in range(M):
+        b = P * m
+        a = math.log(params[b])
+        for d in range(D):
+            var = params[b + 1 + D + d]
+            a -= 0.5 * math.log(var)
+            c[b + 1 + d] = params[b + 1 + d]
+            c[b + 1 + D + d] = math.sqrt(0.5 / var)
+        c[b] = a
+
+
+def exact_logdens(c, m, D, feat, stride, i):
+    b = (1 + 2 * D) * m
+    v = c[b]
+    o = i
+    for d in range(D):
+        z = (feat[o] - c[b + 1 + d]) * c[b + 1 + D + d]  # (x - mean) / sqrt(2 var)
+        v -= z * z
+        o += stride
+    return v
+
+
+def coef_bound(c, tot, m, D):
+    # sum_i |x| <= sqrt(n sum_i x^2) (Cauchy-Schwarz); 1 and x^2 are positive
+    b = (1 + 2 * D) * m
+    n = tot[0]
+    w = abs(c[b]) * n
+    for d in range(D):
+        s2 = tot[1 + D + d]
+        w += abs(c[b + 1 + d]) * math.sqrt(n * s2) + abs(c[b + 1 + D + d]) * s2
+    return w
 
 
 def accum(stats, m, r, D, feat, stride, i):
@@ -223,12 +263,30 @@ def _split(params: np.ndarray, n_components: int):
     return p[:, 0], p[:, 1 : 1 + D], p[:, 1 + D :]
 
 
-def log_components(values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
+def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
+    """``log(w_l p_l(x_i)) = base - exp(logq)``, both of shape (n_obs, M), overflow-free.
+
+    ``q = 1/2 sum_d z_d^2`` with ``z = (x - mean) / sd`` (centred and scaled
+    per component), its logarithm taken relative to the largest ``|z_d|`` so
+    that points far beyond ~1e154 standard deviations still have a finite
+    ``logq``.
+    """
     w, mu, var = _split(params, n_components)
     x = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
-    z2 = (x[:, None, :] - mu[None]) ** 2 / var[None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(w) - 0.5 * (np.sum(np.log(2 * np.pi * var), axis=1) + z2.sum(axis=2))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        base = np.log(w) - 0.5 * np.sum(np.log(var) + config.LOG_2PI, axis=1)
+        base = np.broadcast_to(base, (len(x), n_components))
+        diff = x[:, None, :] - mu[None]
+        lz = np.log(np.abs(diff)) - 0.5 * np.log(var)[None]  # log |z|
+        over = ~np.isfinite(diff)
+        if over.any():  # x - mean beyond the float range: halve both first
+            half = np.log(np.abs(0.5 * x[:, None, :] - 0.5 * mu[None])) + np.log(2.0)
+            lz = np.where(over, half - 0.5 * np.log(var)[None], lz)
+        top = np.max(lz, axis=2, keepdims=True)
+        safe = np.where(np.isfinite(top), top, 0.0)
+        logq = (np.log(0.5) + 2.0 * top[:, :, 0]
+                + np.log(np.sum(np.exp(2.0 * (lz - safe)), axis=2)))
+    return base, logq
 
 
 def param_columns(params: np.ndarray, n_components: int, n_dims: int) -> dict:
@@ -260,12 +318,16 @@ FAMILY = Family(
     logdens=logdens,
     accum=accum,
     mstep=mstep,
+    exact_coef=exact_coef,
+    exact_logdens=exact_logdens,
+    coef_bound=coef_bound,
     subset_init=subset_init,
-    log_components=log_components,
+    log_terms=log_terms,
     param_columns=param_columns,
     order_key=order_key,
     init_shapes=lambda M, D: {"weight": (M,), "mean": (M, D), "var": (M, D)},
     centre_init=centre_init,
     default_init="kmeans++",
+    positive_init=("weight", "var"),
     linear_logdens=True,
 )

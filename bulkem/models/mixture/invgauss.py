@@ -16,6 +16,11 @@ component, and the M-step of the source design,
            = S0 / (S1 / mu_old^2 - 2 S0 / mu_old + S2),
 
 uses the *old* mean, as the original bulkem did.
+
+The expanded form cancels for a sharp component (``lambda / mu`` large)
+near its mean; the exact pass (:mod:`.fused`) evaluates
+``log w + log(lambda)/2 - u (u / x)`` with ``u = (x - mu) sqrt(lambda/2) / mu``
+instead, centred on each component.
 """
 
 from __future__ import annotations
@@ -44,6 +49,29 @@ def coef(params, M, D, c):
 
 def logdens(c, m, D, feat, stride, i):
     return c[_P * m] + c[_P * m + 1] * feat[i] + c[_P * m + 2] * feat[stride + i]
+
+
+def exact_coef(params, M, D, c):
+    """``log w + log(lambda)/2``, ``mu`` and ``sqrt(lambda/2) / mu`` per component."""
+    for m in range(M):
+        w = params[_P * m]
+        mu = params[_P * m + 1]
+        lam = params[_P * m + 2]
+        c[_P * m] = math.log(w) + 0.5 * math.log(lam)
+        c[_P * m + 1] = mu
+        c[_P * m + 2] = math.sqrt(0.5 * lam) / mu
+
+
+def exact_logdens(c, m, D, feat, stride, i):
+    # lambda (x - mu)^2 / (2 mu^2 x) = u (u / x), u = (x - mu) sqrt(lambda/2) / mu
+    u = (feat[i] - c[_P * m + 1]) * c[_P * m + 2]
+    return c[_P * m] - u * (u * feat[stride + i])
+
+
+def coef_bound(c, tot, m, D):
+    # the features 1, x, 1/x are positive: sum_i |g_k| = tot[k]
+    return (abs(c[_P * m]) * tot[0] + abs(c[_P * m + 1]) * tot[1]
+            + abs(c[_P * m + 2]) * tot[2])
 
 
 def accum(stats, m, r, D, feat, stride, i):
@@ -109,13 +137,29 @@ def obs_const(values: np.ndarray) -> np.ndarray:
     return -0.5 * config.LOG_2PI - 1.5 * np.log(values)
 
 
-def log_components(values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
+def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
+    """``log(w_l p_l(x_i)) = base - exp(logq)``, both of shape (n_obs, M), overflow-free.
+
+    ``q = lambda (x - mu)^2 / (2 mu^2 x) = lambda/2 a (a / x)`` with
+    ``a = (x - mu) / mu``, evaluated as that product (accurate, centred) and,
+    where the product overflows, from its logarithm.  ``x <= 0`` has density 0.
+    """
     x = np.asarray(values, dtype=np.float64)[:, None]
     p = np.asarray(params, dtype=np.float64).reshape(n_components, _P)
     w, mu, lam = p[:, 0], p[:, 1], p[:, 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (np.log(w) + 0.5 * np.log(lam / (2 * np.pi * x**3))
-                - lam * (x - mu) ** 2 / (2 * mu**2 * x))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        base = np.log(w) + 0.5 * (np.log(lam) - config.LOG_2PI) - 1.5 * np.log(x)
+        a = (x - mu) / mu
+        q = 0.5 * lam * a * (a / x)
+        logq = np.log(q)
+        big = ~np.isfinite(logq) & (x > 0) & (x != mu)
+        if big.any():  # the product overflowed (or underflowed to 0): its logarithm
+            la = np.log(np.abs(x - mu)) - np.log(mu)
+            la = np.where(np.isfinite(la), la, np.log(np.abs(0.5 * x - 0.5 * mu)) + np.log(2.0)
+                          - np.log(mu))
+            logq = np.where(big, np.log(0.5 * lam) + 2.0 * la - np.log(x), logq)
+    pos = x > 0
+    return np.where(pos, base, -np.inf), np.where(pos & (x != mu), logq, -np.inf)
 
 
 def param_columns(params: np.ndarray, n_components: int, n_dims: int) -> dict:
@@ -144,10 +188,14 @@ FAMILY = Family(
     logdens=logdens,
     accum=accum,
     mstep=mstep,
+    exact_coef=exact_coef,
+    exact_logdens=exact_logdens,
+    coef_bound=coef_bound,
     subset_init=subset_init,
-    log_components=log_components,
+    log_terms=log_terms,
     param_columns=param_columns,
     order_key=order_key,
     init_shapes=lambda M, D: {"weight": (M,), "mu": (M,), "lambda": (M,)},
+    positive_init=("weight", "mu", "lambda"),
     linear_logdens=True,  # c0 + c1 x + c2 (1/x): linear in the statistics (1, x, 1/x)
 )

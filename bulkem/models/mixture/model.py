@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
+from ... import config
 from ...data import Packed, pack
 from ...fitting import starts
 from ..base import Pieces, Sizes
 from .family import Family
-from .fused import make_pass
+from .fused import make_blocked, make_bound, make_pass
 
 
 @njit(cache=True, nogil=True)  # called by the CUDA scheduler's threads
@@ -48,7 +50,8 @@ class MixtureModel:
     @property
     def key(self) -> tuple:
         """What the compiled code depends on (for compile caches)."""
-        return ("mixture", self.family.name, self.n_components, self.n_dims)
+        return ("mixture", self.family.name, self.n_components, self.n_dims,
+                tuple(sorted(config.ESTEP_BLOCK_OBS.items())))
 
     component_label = "component"  # the components table's numbering column
 
@@ -136,11 +139,15 @@ class MixtureModel:
         shapes = self.init_shapes()
         blocks = [b.reshape(len(b), M, -1) for b in _init_blocks(init, shapes)]
         out = np.concatenate(blocks, axis=2)
+        for key, block in zip(shapes, blocks, strict=True):
+            if not np.all(np.isfinite(block)):
+                raise ValueError(f"init[{key!r}] holds NaN or infinite values; init values "
+                                 "must be finite.")
+            if key in self.family.positive_init and np.any(block <= 0):
+                raise ValueError(f"init[{key!r}] must be positive ({self.family.name!r} family: "
+                                 f"{', '.join(self.family.positive_init)} > 0); got "
+                                 f"{np.min(block)!r}.")
         w = out[:, :, 0]
-        if np.any(~np.isfinite(out)) or np.any(w <= 0):
-            raise ValueError("init values must be finite and the weights positive.")
-        if "var" in shapes and np.any(blocks[list(shapes).index("var")] <= 0):
-            raise ValueError("init['var'] must be positive: variances of the Gaussian components.")
         out[:, :, 0] = w / w.sum(axis=1, keepdims=True)
         return out.reshape(len(out), -1)
 
@@ -181,20 +188,63 @@ class MixtureModel:
         fam, M, D = self.family, self.n_components, self.n_dims
         NS = fam.n_stats(M, D)
         NC = fam.n_coef(M, D)
-        return Sizes(params=fam.n_params(M, D), stats=NS, totals=NS // M, coef=NC, work=NC,
-                     scratch=NS + M)
+        # totals: sum g and a flag per dtype; work: the pass's coefficients,
+        # the base (then the scale) and the pass
+        return Sizes(params=fam.n_params(M, D), stats=NS, totals=NS // M + 2, coef=NC,
+                     work=NC + 2, scratch=NS + M)
 
     def pieces(self, dtype, target) -> Pieces:
-        """The fused pass (:func:`make_pass`) and the family's M-step, as driver pieces."""
+        """The E-step passes (:func:`make_pass`) and the family's M-step, as driver pieces.
+
+        ``prepare`` picks the pass of each iteration: the linear one where
+        :func:`~.fused.make_bound` (times eps) is at most
+        ``config.EXACT_RTOL`` of the previous E-step's |log-likelihood|
+        (kept in ``work``), the exact one otherwise and at the first E-step
+        of these pieces for a fit (a flag per dtype in ``tot``).  A choice
+        made from the fit's own numbers only, so every engine makes the same.
+        On the ``"cpu-wide"`` target the passes run their blocks in parallel
+        (:func:`~.fused.make_blocked`).
+        """
         fam, M, D = self.family, self.n_components, self.n_dims
         jit = target.jit
         approx = target.approx32 if dtype == np.float32 else None
-        totals, shift, estep_f, complete, first = make_pass(fam, M, D, dtype, jit, approx)
+        ps = make_pass(fam, M, D, dtype, jit, approx)
+        totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         coef_f = jit(fam.coef)
+        ecoef_f = jit(fam.exact_coef)
         mstep_f = jit(fam.mstep)
+        bound_f = make_bound(fam, M, D, jit)
+        allreduce = target.allreduce
         NS = fam.n_stats(M, D)
+        NC = fam.n_coef(M, D)
+        S = NS // M
         P = fam.per_component(D)  # parameters per component, the weight first
         LEAD = first == 1 and M > 1
+        SCALE, MODE = NC, NC + 1  # work[SCALE]: the base, then |log-likelihood| less const
+        FLAG = S + (0 if dtype == np.float64 else 1)
+        EPS = float(np.finfo(dtype).eps)
+        TAU = config.EXACT_RTOL[np.dtype(dtype).name]
+        if target.name == "cpu-wide":
+            fast_f = make_blocked(ps.estep, NS, M, dtype, ps.block, first)
+            exact_f = make_blocked(ps.exact, NS, M, dtype, ps.block, first)
+
+            def run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc):
+                return fast_f(work[:NC], feat, stride, lo, hi, stats, xc)
+
+            def run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc):
+                return exact_f(work[:NC], feat, stride, lo, hi, stats, xc)
+        else:
+            pass_fast, pass_exact = ps.estep, ps.exact
+
+            def run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc):
+                return pass_fast(work, feat, stride, lo, hi, step, stats, scratch[:NS],
+                                 scratch[NS:NS + M], xc)
+
+            def run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc):
+                return pass_exact(work, feat, stride, lo, hi, step, stats, scratch[:NS],
+                                  scratch[NS:NS + M], xc)
+        run_fast = jit(run_fast)
+        run_exact = jit(run_exact)
 
         def lead_py(params):
             # The pass derives component 0 from the totals, which is accurate only
@@ -216,12 +266,31 @@ class MixtureModel:
             if LEAD:
                 lead(params)
             coef_f(params, M, D, coef)
-            return shift(coef, tot, work)
+            later = tot[FLAG] != 0.0  # not the fit's first E-step with these pieces
+            tot[FLAG] = 1.0
+            if later and EPS * bound_f(coef, tot) <= TAU * work[SCALE]:
+                work[MODE] = 0
+                base = shift(coef, tot, work)
+            else:  # the exact pass: all of the log-likelihood from the E-step
+                work[MODE] = 1
+                ecoef_f(params, M, D, coef)
+                base = 0.0
+                for k in range(NC):
+                    c = coef[k]
+                    if not math.isfinite(c):
+                        base = math.nan
+                    work[k] = c
+            work[SCALE] = base
+            return base
 
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
             feat, stride = data
-            return estep_f(work, feat, stride, lo, hi, step, stats, scratch[:NS],
-                           scratch[NS:NS + M], xc)
+            if work[MODE] == 0:
+                ll = run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc)
+            else:
+                ll = run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc)
+            work[SCALE] = abs(allreduce(ll) + work[SCALE])  # for the next prepare
+            return ll
 
         def mstep(stats, params, n, reg):
             return mstep_f(stats, params, M, D, n, reg)

@@ -5,17 +5,20 @@ warp.  A batch of a few fits of very many observations (one dataset of
 10^7 points, say) would leave most of the machine idle that way, so
 :func:`use_large` sends it here instead and the fits run one after another,
 each over every core or the whole GPU.  The per-observation math is the
-family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``) and the driver's
-E-step pass (:mod:`.fused`) and stopping rule (:mod:`bulkem.fitting.driver`), compiled again
-for the new layout; the results follow the same iteration semantics as the
-bulk engines, with the sums taken in another order.
+family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``, the exact pass's
+``exact_coef`` and ``exact_logdens``) and the driver's stopping rule
+(:mod:`bulkem.fitting.driver`); the results follow the same iteration
+semantics as the bulk engines.
 
-CPU: each iteration is a ``prange`` over fixed chunks of observations, each
-chunk running the driver's fused pass into its own partial statistics, then
-a reduction in chunk order and the M-step.  The chunking is a constant
-(``config.LARGE_CPU_CHUNK_OBS``), so results do not depend on the threads.
+CPU: the driver itself (:func:`make_em`) on the ``cpu-wide`` target, whose
+passes over the observations compute their blocks (``config.ESTEP_BLOCK_OBS``
+observations each) in a ``prange`` loop and add them in block order: the
+very sums one CPU thread takes, so a fit gives the same bits in both regimes
+and with any number of threads (float32 fits that give up are fitted again
+in float64 there too).
 
-CUDA: two launches per iteration and no host round trip.
+CUDA: two launches per iteration and no host round trip.  The sums are
+taken in another order than on the CPU.
 
 1. A tiled E-step.  A block copies the family's coefficients ``Theta``
    (``M x S``) into shared memory once, then walks its share of tiles of
@@ -35,6 +38,14 @@ CUDA: two launches per iteration and no host round trip.
    (one thread per component) and the next iteration's coefficients.  A
    done flag on the device makes later launches return at once, and the
    host reads it every ``config.LARGE_CUDA_CHECK_EVERY`` iterations.
+
+The log densities of the linear form (``G Theta^T``) cancel where a
+component is sharp far from the origin (:mod:`.fused`); as the bulk pieces
+do, the reduction picks each next E-step's form from the fit's numbers
+(:func:`.fused.make_bound`): the linear product, or the exact centred form
+(each (component, observation) evaluated on its own), which also takes
+every fit's first E-step.  float32 fits end as in the bulk engines (see
+:func:`_run_cuda`).
 """
 
 from __future__ import annotations
@@ -45,14 +56,14 @@ import warnings
 
 import numba
 import numpy as np
-from numba import float32, float64, int64, njit, prange, uint64
+from numba import float32, float64, int64, njit, uint64
 
 from ... import config
 from ...engines.cuda.compat import Launcher, cuda  # (after the numpy shim and simulator set-up)
-from ...fitting.driver import make_stop
+from ...fitting.driver import make_em, make_stop
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
-from .fused import make_pass
+from ...kernels.target import CPU_WIDE
 
 # --- the choice of regime ---------------------------------------------------
 
@@ -105,81 +116,42 @@ def run_fits(job, progress, engine: str, on_starts=None) -> None:
 _cpu_runners: dict = {}
 
 
-def _cpu_runner(family, M, D, dtype):
-    key = (family.name, M, D, np.dtype(dtype).name)
+def _cpu_runner(model, dtype):
+    """The driver (:func:`make_em`) on the ``cpu-wide`` target: one fit, its blocks in parallel."""
+    key = (model.key, np.dtype(dtype).name)
     if key in _cpu_runners:
         return _cpu_runners[key]
-    jit = njit(inline="always")
-    totals, shift, estep, complete, _ = make_pass(family, M, D, dtype.type, jit)
-    stop = make_stop(jit)
-    coef_f = jit(family.coef)
-    mstep_f = jit(family.mstep)
-    NC = family.n_coef(M, D)
-    NS = family.n_stats(M, D)
-    S = NS // M
-    cdt = dtype.type
+    em = make_em(model, np.dtype(dtype).type, CPU_WIDE)
+    sz = model.sizes()
+    NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
+    cdt = np.dtype(dtype).type
 
-    @njit_cached(key, parallel=True)
-    def run(feat, stride, lo, hi, const, params, max_iter, tol, drop_rtol, reg, chunk):
-        n = hi - lo
-        n_chunks = (n + chunk - 1) // chunk
-        coef = np.empty(NC)
-        dcoef = np.empty(NC, cdt)
-        part = np.zeros((n_chunks, NS))
-        llp = np.empty(n_chunks)
-        stats = np.empty(NS)
-        tot = np.zeros(S)
-        for c in prange(n_chunks):
-            totals(feat, stride, lo + c * chunk, min(hi, lo + (c + 1) * chunk), 1, part[c])
-        for k in range(S):
-            for c in range(n_chunks):
-                tot[k] += part[c, k]
-        it = 0
-        ll_prev = 0.0
-        while True:
-            coef_f(params, M, D, coef)
-            base = shift(coef, tot, dcoef)
-            for c in prange(n_chunks):
-                a = lo + c * chunk
-                b = min(hi, a + chunk)
-                scratch = np.empty(NS, cdt)
-                t = np.empty(M, cdt)
-                row = part[c]
-                for k in range(NS):
-                    row[k] = 0.0
-                llp[c] = estep(dcoef, feat, stride, a, b, 1, row, scratch, t, EXP_CONSTS)
-            for k in range(NS):
-                s = 0.0
-                for c in range(n_chunks):
-                    s += part[c, k]
-                stats[k] = s
-            complete(stats, tot)
-            ll = base + const
-            for c in range(n_chunks):
-                ll += llp[c]
-            status = stop(ll, ll_prev, it, max_iter, tol, drop_rtol)
-            if status >= 0:
-                return status, it, ll
-            status = mstep_f(stats, params, M, D, n, reg)
-            if status != 0:
-                return status, it, ll
-            ll_prev = ll
-            it += 1
+    @njit_cached(key)
+    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, reg):
+        return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
+                  np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
+                  np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, reg)
 
     _cpu_runners[key] = run
     return run
 
 
 def _run_cpu(job, progress) -> None:
-    m = job.model
-    run = _cpu_runner(m.family, m.n_components, m.n_dims, job.dtype)
-    (feat, stride), offsets, const = job.kernel_data()
-    feat = feat.astype(job.dtype, copy=False)
+    """Each fit in turn over every core, as the bulk CPU engine would fit it on one thread.
+
+    The driver and pieces are the bulk engine's; only the passes over the
+    observations run their blocks in parallel and add them in order, so the
+    results are those of the bulk CPU engine, bit for bit, whatever the threads.
+    """
+    from ...engines.cpu import narrow
+
+    run = _cpu_runner(job.model, job.dtype)
+    data64, offsets, const = job.kernel_data()
+    data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
-        st, it, ll = run(feat, stride, offsets[d], offsets[d + 1], const[d],
-                         job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg,
-                         config.LARGE_CPU_CHUNK_OBS)
+        st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
+                         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll
@@ -206,7 +178,7 @@ def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
     gs = s if s % 2 else s + 1
     nsx = ns + 1
     limit = config.LARGE_CUDA_SHARED_BYTES
-    if 8 * (nsx + config.LARGE_CUDA_REDUCE_THREADS) + 4 * (M + 1) > limit:
+    if 8 * (nsx + config.LARGE_CUDA_REDUCE_THREADS + M) + 8 * (M + 1) > limit:
         return None  # the reduction's last block holds every statistic
     tile = config.LARGE_CUDA_TILE
     while tile >= 1:
@@ -238,8 +210,13 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
 
     accum_f = dev(family.accum)
     coef_f = dev(family.coef)
+    ecoef_f = dev(family.exact_coef)
+    exact_f = dev(family.exact_logdens)
+    term_f = dev(family.coef_bound)
     mstep_f = dev(family.mstep)
     stop_f = make_stop(dev)
+    EPS4 = 4.0 * float(np.finfo(dtype).eps)  # rounding of the linear form: see fused.make_bound
+    TAU = config.EXACT_RTOL[dtype.name]
 
     # Compile-time sizes; every shared or local array size is one named
     # constant.  Index arithmetic in the hot loops is unsigned (np.uint64
@@ -304,6 +281,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
             acc[q] = 0.0
         for q in range(tid, NC, NT):
             cs[q] = coef_g[q]
+        exact = istate[4] != 0  # this iteration's coefficients are the exact pass's
         ll = 0.0
         n_tiles = (hi - lo + T - 1) // T
         for tl in range(cuda.blockIdx.x, n_tiles, cuda.gridDim.x):
@@ -318,17 +296,24 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
                     accum_f(row, 0, ONE, D, feat, stride, base + tid)
             cuda.syncthreads()
             # log densities: this thread's MW components x TB observations, G Theta^T
-            for q in range(NE):
-                te[q] = ZERO
-            k = U0
-            while k < US:
-                for q in range(TB):
-                    gv[q] = gt[jrow[q] + k]
+            if exact:  # centred, scaled (fused.py): each its own sum
                 for a in range(MW):
-                    th = cs[crow[a] + k]
+                    m = min(w * UMW + uint64(a), UM1)
                     for q in range(TB):
-                        te[a * TB + q] += th * gv[q]
-                k += U1
+                        row = gt[jrow[q] + U1 : jrow[q] + US]  # the features
+                        te[a * TB + q] = exact_f(cs, m, D, row, 1, 0)
+            else:
+                for q in range(NE):
+                    te[q] = ZERO
+                k = U0
+                while k < US:
+                    for q in range(TB):
+                        gv[q] = gt[jrow[q] + k]
+                    for a in range(MW):
+                        th = cs[crow[a] + k]
+                        for q in range(TB):
+                            te[a * TB + q] += th * gv[q]
+                    k += U1
             for a in range(MW):
                 m = w * UMW + uint64(a)
                 for q in range(TB):
@@ -397,7 +382,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
             part[b, NS] = tot
 
     @cuda.jit
-    def reduce(part, nb, istate, fstate, stats_g, params_g, coef_g, n, const,
+    def reduce(part, nb, istate, fstate, stats_g, params_g, coef_g, totals_g, n, const,
                max_iter, tol, drop_rtol, reg):
         if istate[0] != 0:
             return
@@ -408,6 +393,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
         red = cuda.shared.array(NTR, float64)
         st = cuda.shared.array(NSX, float64)
         dec = cuda.shared.array(MP1, int64)
+        wm = cuda.shared.array(M, float64)  # the linear form's largest terms, per component
         s0 = s1 = s2 = s3 = 0.0  # four independent sums keep four loads in flight
         if col < NSX:
             bb = g
@@ -467,9 +453,23 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
                 fstate[0] = fstate[1]
                 istate[1] += 1
         cuda.syncthreads()
-        if dec[0] == 0:
+        if dec[0] != 0:
+            return
+        # the next iteration's pass (as fused.py's pieces choose it): the linear
+        # form where its rounding is small beside this log-likelihood, else exact
+        for m in range(tid, M, NTR):
+            coef_f(params_g[m * P : (m + 1) * P], 1, D, coef_g[m * S : (m + 1) * S])
+            wm[m] = term_f(coef_g, totals_g, m, D)
+        cuda.syncthreads()
+        if tid == 0:
+            worst = 0.0
+            for m in range(M):
+                worst = max(worst, wm[m])
+            istate[4] = 0 if EPS4 * worst <= TAU * abs(fstate[1]) else 1
+        cuda.syncthreads()
+        if istate[4] != 0:
             for m in range(tid, M, NTR):
-                coef_f(params_g[m * P : (m + 1) * P], 1, D, coef_g[m * S : (m + 1) * S])
+                ecoef_f(params_g[m * P : (m + 1) * P], 1, D, coef_g[m * S : (m + 1) * S])
 
     return estep, reduce, NSX
 
@@ -507,60 +507,138 @@ def _grid_blocks(estep, dtype, threads: int) -> int:
 last_cuda_loop = {"seconds": 0.0, "iterations": 0, "blocks": 0}
 
 
-def _run_cuda(job, progress) -> None:
-    fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
-    (feat, stride), offsets, const = job.kernel_data()
-    plan = _cuda_plan(fam, M, D, job.dtype)
-    estep, reduce, nsx = _kernels(fam, M, D, job.dtype, plan)
-    coef_host = _host_coef.get(fam.name)
-    if coef_host is None:
-        coef_host = _host_coef[fam.name] = njit(fam.coef)
-    T, NT = plan["tile"], plan["threads"]
-    max_blocks = config.LARGE_CUDA_MAX_BLOCKS
-    if max_blocks is None:
-        max_blocks = _grid_blocks(estep, job.dtype, NT)
-    n_red = -(-nsx // plan["reduce_cols"])
-    every = max(1, config.LARGE_CUDA_CHECK_EVERY)
+class _CudaFits:
+    """The kernels, device buffers and launch shapes of a batch's large CUDA fits, per dtype."""
 
-    stream = cuda.stream()
-    feat = cuda.to_device(feat.astype(job.dtype, copy=False), stream=stream)
-    part = cuda.device_array((max_blocks, nsx), np.float64, stream=stream)
-    stats = cuda.device_array(nsx, np.float64, stream=stream)
-    istate_h = np.zeros(4, np.int64)
-    fstate_h = np.zeros(2, np.float64)
-    for f in range(len(job.fit_ds)):
-        d = job.fit_ds[f]
-        lo, hi = int(offsets[d]), int(offsets[d + 1])
-        nb = min(max_blocks, -(-(hi - lo) // T))
-        coef = np.empty(fam.n_coef(M, D), job.dtype)
-        coef_host(job.params[f], M, D, coef)
-        params_g = cuda.to_device(job.params[f], stream=stream)
+    def __init__(self, job, stream, dtype):
+        fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
+        (feat, self.stride), offsets, const = job.kernel_data()
+        self.dtype = np.dtype(dtype)
+        self.plan = _cuda_plan(fam, M, D, self.dtype)
+        self.estep, self.reduce, self.nsx = _kernels(fam, M, D, self.dtype, self.plan)
+        ecoef = _host_coef.get(fam.name)
+        if ecoef is None:
+            ecoef = _host_coef[fam.name] = njit(fam.exact_coef)
+        self.ecoef = ecoef
+        self.n_coef = fam.n_coef(M, D)
+        self.tile, self.threads = self.plan["tile"], self.plan["threads"]
+        self.max_blocks = config.LARGE_CUDA_MAX_BLOCKS
+        if self.max_blocks is None:
+            self.max_blocks = _grid_blocks(self.estep, self.dtype, self.threads)
+        self.n_red = -(-self.nsx // self.plan["reduce_cols"])
+        self.stream = stream
+        self.feat = cuda.to_device(feat.astype(self.dtype, copy=False), stream=stream)
+        self.part = cuda.device_array((self.max_blocks, self.nsx), np.float64, stream=stream)
+        self.stats = cuda.device_array(self.nsx, np.float64, stream=stream)
+        self.fam, self.M, self.D = fam, M, D
+
+    def fit(self, lo, hi, tot, const, params, max_iter, tol, drop_rtol, reg):
+        """One fit from ``params`` (updated in place) -> (status, n_iter, loglik).
+
+        The first E-step is the exact pass (coefficients from the host);
+        each reduction picks the next one's.
+        """
+        stream = self.stream
+        nb = min(self.max_blocks, -(-(hi - lo) // self.tile))
+        coef = np.empty(self.n_coef, self.dtype)
+        self.ecoef(params, self.M, self.D, coef)
+        params_g = cuda.to_device(params, stream=stream)
         coef_g = cuda.to_device(coef, stream=stream)
-        istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
+        tot_g = cuda.to_device(tot, stream=stream)
+        istate = cuda.to_device(np.array([0, 0, 0, 0, 1], np.int64), stream=stream)
         fstate = cuda.to_device(np.zeros(2, np.float64), stream=stream)
+        istate_h = np.zeros(5, np.int64)
+        fstate_h = np.zeros(2, np.float64)
+        every = max(1, config.LARGE_CUDA_CHECK_EVERY)
         with warnings.catch_warnings():  # the reduction's grid is small by design
             warnings.filterwarnings("ignore", message="Grid size")
-            est = _launcher(estep[nb, NT, stream],
-                            (feat, stride, lo, hi, coef_g, part, istate))
-            red = _launcher(reduce[n_red, plan["reduce_threads"], stream],
-                            (part, nb, istate, fstate, stats, params_g, coef_g, hi - lo,
-                             float(const[d]), job.max_iter, job.tol, job.drop_rtol, job.reg))
+            est = _launcher(self.estep[nb, self.threads, stream],
+                            (self.feat, self.stride, lo, hi, coef_g, self.part, istate))
+            red = _launcher(self.reduce[self.n_red, self.plan["reduce_threads"], stream],
+                            (self.part, nb, istate, fstate, self.stats, params_g, coef_g, tot_g,
+                             hi - lo, float(const), max_iter, tol, drop_rtol, reg))
         stream.synchronize()
         t0 = time.perf_counter()
-        for it in range(job.max_iter + 1):
+        for it in range(max_iter + 1):
             est()
             red()
-            if (it + 1) % every == 0 or it == job.max_iter:
+            if (it + 1) % every == 0 or it == max_iter:
                 istate.copy_to_host(istate_h, stream=stream)
                 stream.synchronize()
                 if istate_h[0]:
                     break
         last_cuda_loop.update(seconds=time.perf_counter() - t0, iterations=int(istate_h[1]) + 1,
                               blocks=nb)
-        params_g.copy_to_host(job.params[f], stream=stream)
+        params_g.copy_to_host(params, stream=stream)
         fstate.copy_to_host(fstate_h, stream=stream)
         stream.synchronize()
-        job.status[f] = istate_h[2]
-        job.n_iter[f] = istate_h[1]
-        job.loglik[f] = fstate_h[1]
+        return int(istate_h[2]), int(istate_h[1]), float(fstate_h[1])
+
+
+def _run_cuda(job, progress) -> None:
+    """Each fit in turn over the whole GPU.
+
+    With float32, as in the bulk engines (:func:`bulkem.fitting.driver.make_em`):
+    the returned log-likelihood is a float64 E-step at the returned
+    parameters, and a fit that float32 stops as degenerate is fitted again in
+    float64 from its start (float32 statistics cannot resolve a component
+    shrinking onto one point: its variance comes out <= 0).
+    """
+    fam = job.model.family
+    (feat, _), offsets, const = job.kernel_data()
+    S = fam.n_stats(1, job.model.n_dims)
+    stream = cuda.stream()
+    fits = {np.dtype(job.dtype).name: _CudaFits(job, stream, job.dtype)}
+
+    def wide64():
+        if "float64" not in fits:
+            fits["float64"] = _CudaFits(job, stream, np.float64)
+        return fits["float64"]
+
+    narrow = np.dtype(job.dtype) != np.float64
+    drop64 = config.DECREASE_RTOL["float64"]
+    totals: dict = {}
+    for f in range(len(job.fit_ds)):
+        d = job.fit_ds[f]
+        lo, hi = int(offsets[d]), int(offsets[d + 1])
+        if d not in totals:
+            totals[d] = _totals(fam, feat, lo, hi, job.model.n_dims, S)
+        tot = totals[d]
+        args = (lo, hi, tot, const[d])
+        st, it, ll = fits[np.dtype(job.dtype).name].fit(
+            *args, job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg)
+        if narrow and st >= config.DEGENERATE_NONFINITE:  # again in float64, from the start
+            job.params[f] = job.init[f]
+            st, it, ll = wide64().fit(*args, job.params[f], job.max_iter, job.tol, drop64,
+                                      job.reg)
+        elif narrow:  # the log-likelihood in float64 at the returned parameters
+            ll = wide64().fit(*args, job.params[f].copy(), 0, job.tol, drop64, job.reg)[2]
+        job.status[f] = st
+        job.n_iter[f] = it
+        job.loglik[f] = ll
         progress(1)
+
+
+def _totals(fam, feat, lo, hi, n_dims, S) -> np.ndarray:
+    """``sum_i g(x_i)`` of a dataset (for the rounding bound of the linear form)."""
+    stride = len(feat) // fam.n_features(n_dims)
+    f = feat.reshape(-1, stride)[:, lo:hi]
+    tot = np.zeros(S)
+    g = _host_accum.get(fam.name)
+    if g is None:
+        g = _host_accum[fam.name] = njit(_make_totals(fam.accum))
+    g(np.ascontiguousarray(f).reshape(-1), hi - lo, n_dims, tot)
+    return tot
+
+
+_host_accum: dict = {}
+
+
+def _make_totals(accum):
+    acc = njit(inline="always")(accum)
+
+    def totals(feat, n, D, tot):
+        for i in range(n):
+            acc(tot, 0, 1.0, D, feat, n, i)
+
+    return totals

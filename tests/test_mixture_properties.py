@@ -1,0 +1,118 @@
+"""Properties of mixture fits on generated batches (hypothesis; issue 18).
+
+A bounded number of examples in CI; ``BULKEM_HYPOTHESIS_EXAMPLES=2000`` runs more.  The
+model shapes are fixed (2 components; the Gaussian in 2 dimensions) so that no example
+compiles new kernels; the data vary: the number of datasets, their sizes and values
+(spread over many orders of magnitude, ties and far outliers included).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numba
+import numpy as np
+import pytest
+
+import bulkem
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+EXAMPLES = int(os.environ.get("BULKEM_HYPOTHESIS_EXAMPLES", "10"))
+STATUSES = {"converged", "max_iter", "failed", "invalid_data"}
+SETTINGS = dict(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=list(hypothesis.HealthCheck))
+
+# positive values over many orders of magnitude, a few repeated
+positive = st.one_of(st.floats(1e-3, 1e3), st.floats(1e-6, 1e9), st.sampled_from([1.0, 2.5]))
+ig_dataset = st.lists(positive, min_size=1, max_size=40).map(np.array)
+real = st.one_of(st.floats(-1e3, 1e3), st.floats(-1e6, 1e6), st.sampled_from([0.0, 1.0]))
+gauss_dataset = st.lists(st.tuples(real, real), min_size=1, max_size=30).map(
+    lambda v: np.array(v, dtype=float).reshape(-1, 2))
+
+FAMILIES = {
+    "invgauss": (ig_dataset, dict(family="invgauss")),
+    "gaussian": (gauss_dataset, dict(family="gaussian")),
+}
+KW = dict(n_components=2, n_starts=3, max_iter=30, seed=5, backend="cpu", progress=False)
+
+
+def _fit(data, family):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid (too short) or failed datasets warn
+        return bulkem.fit(data, **KW, **FAMILIES[family][1])
+
+
+def _rows(res, i):
+    """Dataset i's rows of the per-start and per-component tables, without the label."""
+    out = []
+    for t in (res.starts, res.components):
+        rows = t[t.dataset == i].drop(columns="dataset").reset_index(drop=True)
+        out.append(rows)
+    s = res.summary[res.summary.dataset == i].drop(columns=["dataset"], errors="ignore")
+    out.append(s.drop(columns=[c for c in ("time_s",) if c in s], errors="ignore")
+               .reset_index(drop=True))
+    return out
+
+
+def _same(a, b):
+    for x, y in zip(a, b, strict=True):
+        assert x.equals(y), (x, y)
+
+
+def _check_tables(res, data):
+    assert list(res.summary.dataset) == list(range(len(data)))
+    assert set(res.summary.status) <= STATUSES
+    assert set(res.starts.status) <= {"converged", "max_iter", "degenerate"}
+    fitted = res.summary[res.summary.status.isin(["converged", "max_iter"])]
+    for i in fitted.dataset:
+        w = res.params(i)["weight"]
+        assert abs(w.sum() - 1.0) < 1e-12 and np.all(w >= 0)
+        scores = res.score_samples(i, data[i])
+        ll = res.summary.loglik[i]
+        assert np.all(np.isfinite(scores))
+        assert abs(ll - scores.sum()) <= 1e-9 * max(np.abs(scores).sum(), 1.0), (i, ll)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_mixture_tables_are_consistent(family):
+    @hypothesis.settings(**SETTINGS)
+    @hypothesis.given(st.lists(FAMILIES[family][0], min_size=1, max_size=4))
+    def check(data):
+        copies = [d.copy() for d in data]
+        res = _fit(data, family)
+        assert all(np.array_equal(a, b) for a, b in zip(data, copies, strict=True))
+        _check_tables(res, data)
+
+    check()
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_fit_is_the_same_alone_shuffled_and_on_any_threads(family):
+    @hypothesis.settings(**SETTINGS)
+    @hypothesis.given(st.lists(FAMILIES[family][0], min_size=2, max_size=4),
+                      st.randoms(use_true_random=False))
+    def check(data, rnd):
+        base = _fit(data, family)
+        alone = _fit(data[:1], family)
+        order = list(range(len(data)))
+        rnd.shuffle(order)
+        shuffled = _fit([data[j] for j in order], family)
+        n = numba.get_num_threads()
+        try:
+            numba.set_num_threads(1)
+            single = _fit(data, family)
+            numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+            double = _fit(data, family)
+        finally:
+            numba.set_num_threads(n)
+        _same(_rows(alone, 0), _rows(base, 0))
+        for pos, j in enumerate(order):
+            _same(_rows(shuffled, pos), _rows(base, j))
+        for i in range(len(data)):
+            _same(_rows(single, i), _rows(base, i))
+            _same(_rows(double, i), _rows(base, i))
+
+    check()
