@@ -3,6 +3,9 @@
 # profile and the issue-4 speed table; logs under $OUT (default ./gpu_out).
 #
 #   bash benchmarks/gpu_check.sh tests          # CUDA tests + profile_engine
+#   bash benchmarks/gpu_check.sh ptests [JOBS]  # CUDA tests only, the test files in JOBS
+#                                  # (default 3) pytest processes at once (compiling
+#                                  # is CPU-bound); one log per process, a total
 #   bash benchmarks/gpu_check.sh bench [ARGS]   # bench_speed.py ARGS
 #   bash benchmarks/gpu_check.sh compare DIR [ARGS]   # bench_speed.py ARGS in DIR (an older
 #                                  # tree, carried) and here, alternately: before/after a change
@@ -34,6 +37,19 @@ case "${1:-tests}" in
     grep -E "passed|failed|error|rc=" "$out/cuda_tests.log" | tail -5
     [ -n "${SKIP_PROFILE:-}" ] || { python3 benchmarks/profile_engine.py \
       > "$out/profile_engine.log" 2>&1; cat "$out/profile_engine.log"; }
+    ;;
+  ptests)
+    jobs="${2:-3}"
+    mapfile -t files < <(BULKEM_TEST_REAL_GPU=1 python3 -m pytest --collect-only -q -m cuda \
+      -p no:cacheprovider tests 2>/dev/null | grep "::" | cut -d: -f1 | sort -u)
+    for ((j = 0; j < jobs; j++)); do
+      group=()
+      for ((i = j; i < ${#files[@]}; i += jobs)); do group+=("${files[i]}"); done
+      BULKEM_TEST_REAL_GPU=1 timeout "${TESTS_TIMEOUT:-600}" python3 -m pytest -q -m cuda \
+        -p no:cacheprovider -rf "${group[@]}" > "$out/cuda_tests_$j.log" 2>&1 &
+    done
+    wait
+    grep -h -E "^FAILED|^ERROR|passed|failed" "$out"/cuda_tests_*.log
     ;;
   kernel)
     shift

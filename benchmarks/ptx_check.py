@@ -1,12 +1,16 @@
-"""Compile the TMAP's and the wide regime's CUDA kernels for sm_90 without a GPU, through ptxas.
+"""Compile the bulk and wide regimes' CUDA kernels for sm_90 without a GPU, through ptxas.
 
     source /tmp/sassenv.sh    # CUDA_HOME, LD_LIBRARY_PATH, PATH to a CUDA toolkit with ptxas
     python benchmarks/ptx_check.py
 
 Numba writes PTX for compute capability 9.0 (needs libNVVM, not a GPU) and
 ``ptxas`` assembles it, which refuses what the simulator accepts (local or
-shared arrays of size zero or of a non-constant size).  Prints, per kernel,
-ptxas' exit status, registers and spills.  Exits non-zero if any kernel fails.
+shared arrays of size zero or of a non-constant size), and NVVM refuses what
+the simulator accepts too (a shared array defined twice: ERROR_INVALID_IR).
+Covers the mixtures' bulk kernel at every lanes-per-fit setting the engine
+uses (tol = 0, tol > 0, the block-wide float64 refit), and the TMAP's and
+HMM's bulk and wide kernels.  Prints, per kernel, ptxas' exit status,
+registers and spills.  Exits non-zero if any kernel fails.
 """
 
 from __future__ import annotations
@@ -45,13 +49,35 @@ def main() -> int:
     from bulkem import config
     from bulkem.engines.cuda import bulk, wide
     from bulkem.kernels.fastmath import EXP_CONSTS
+    from bulkem.models import MixtureModel, get
     from bulkem.models.hmm import EMISSIONS, HMMModel
     from bulkem.models.tmap import TMAPModel
 
-    models = [TMAPModel.of((1, 2, 3)), TMAPModel.of((1, 1, 2, 4)),
-              HMMModel(EMISSIONS["categorical"], 4, 8)]
     xc = types.UniTuple(float64, len(EXP_CONSTS))
     failed = 0
+    for fam, M, D in (("invgauss", 2, 1), ("gaussian", 3, 2)):
+        m = MixtureModel(get(fam), M, D)
+        for dtype in ("float64", "float32"):
+            fdt = float32 if dtype == "float32" else float64
+            sig = (types.Tuple((fdt[::1], int64)), types.Tuple((float64[::1], int64)),
+                   int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
+                   int32[::1], float64[::1], xc, int64, float64, float64, float64, int64[::1],
+                   int32[::1], float64[:, ::1])
+            lanes = {bulk.lanes_per_fit(0.0, dtype), bulk.lanes_per_fit(1e-6, dtype)}
+            if dtype == "float64":
+                lanes.add(config.CUDA_LANES_PER_REFIT)
+            for G in sorted(lanes):
+                try:
+                    ptx, _ = cuda.compile_ptx(bulk.kernel(m, np.dtype(dtype), G).py_func, sig,
+                                              cc=(9, 0))
+                    rc, info = _ptxas(ptx, config.CUDA_MAX_REGISTERS)
+                except Exception as e:  # NVVM refused the IR
+                    rc, info = 1, f"{type(e).__name__}: {e}"
+                failed += rc != 0
+                print(f"mix   {fam:8s} M={M} D={D} {dtype:8s} bulk {G:3d} lanes rc={rc} {info}")
+
+    models = [TMAPModel.of((1, 2, 3)), TMAPModel.of((1, 1, 2, 4)),
+              HMMModel(EMISSIONS["categorical"], 4, 8)]
     for m in models:
         for dtype in ("float64", "float32"):
             fdt = float32 if dtype == "float32" else float64

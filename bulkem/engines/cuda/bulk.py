@@ -44,6 +44,18 @@ def _device(fn):
     return cuda.jit(device=True, **_INLINE)(fn)
 
 
+def _device_shared(fn):
+    """A device function that declares a shared array, inlined in Numba's IR.
+
+    A device function is its own library, linked into each caller's; when two
+    callers of one kernel link it (the driver and its loop), its shared array,
+    a global of external linkage, is defined twice and NVVM refuses the
+    kernel (ERROR_INVALID_IR).  Inlined in Numba's IR, each call site lowers
+    its own array under a name of its own.
+    """
+    return cuda.jit(device=True, **({} if SIMULATED else {"inline": "always"}))(fn)
+
+
 def _group_sums(lanes: int, n_vec: int):
     """Sums over the ``lanes`` lanes that share a fit.
 
@@ -84,7 +96,7 @@ def _group_sums(lanes: int, n_vec: int):
 
     W = lanes // _WARP
 
-    @_device
+    @_device_shared
     def group_sum(v):
         share = cuda.shared.array(W, float64)
         v = warp_sum(v)
@@ -97,7 +109,7 @@ def _group_sums(lanes: int, n_vec: int):
             v += share[w]
         return v
 
-    @_device
+    @_device_shared
     def group_sum_vec(a, lo, hi):
         share = cuda.shared.array((W, n_vec), float64)
         for k in range(lo, hi):

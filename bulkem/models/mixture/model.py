@@ -188,10 +188,11 @@ class MixtureModel:
         fam, M, D = self.family, self.n_components, self.n_dims
         NS = fam.n_stats(M, D)
         NC = fam.n_coef(M, D)
-        # totals: sum g and a flag per dtype; work: the pass's coefficients,
-        # the base (then the scale) and the pass
-        return Sizes(params=fam.n_params(M, D), stats=NS, totals=NS // M + 2, coef=NC,
-                     work=NC + 2, scratch=NS + M)
+        # stats: the family's, then the E-step's log-likelihood (summed over
+        # lanes with them); totals: sum g, a flag and a scale per dtype (see
+        # pieces); work: the pass's coefficients and the pass
+        return Sizes(params=fam.n_params(M, D), stats=NS + 1, totals=NS // M + 4, coef=NC,
+                     work=NC + 1, scratch=NS + M)
 
     def pieces(self, dtype, target) -> Pieces:
         """The E-step passes (:func:`make_pass`) and the family's M-step, as driver pieces.
@@ -199,9 +200,15 @@ class MixtureModel:
         ``prepare`` picks the pass of each iteration: the linear one where
         :func:`~.fused.make_bound` (times eps) is at most
         ``config.EXACT_RTOL`` of the previous E-step's |log-likelihood|
-        (kept in ``work``), the exact one otherwise and at the first E-step
+        (less the constant), the exact one otherwise and at the first E-step
         of these pieces for a fit (a flag per dtype in ``tot``).  A choice
         made from the fit's own numbers only, so every engine makes the same.
+        The E-step leaves its log-likelihood in the last statistic, which the
+        driver sums over a fit's lanes with the others; ``complete`` turns it
+        into the next ``prepare``'s scale (``tot``).  (The hooks call no
+        collective of the target themselves: Numba-CUDA links a device
+        function holding a shared array once per caller, and NVVM refuses the
+        duplicate symbols, ERROR_INVALID_IR, for block-wide fits.)
         On the ``"cpu-wide"`` target the passes run their blocks in parallel
         (:func:`~.fused.make_blocked`).
         """
@@ -214,14 +221,15 @@ class MixtureModel:
         ecoef_f = jit(fam.exact_coef)
         mstep_f = jit(fam.mstep)
         bound_f = make_bound(fam, M, D, jit)
-        allreduce = target.allreduce
         NS = fam.n_stats(M, D)
         NC = fam.n_coef(M, D)
         S = NS // M
         P = fam.per_component(D)  # parameters per component, the weight first
         LEAD = first == 1 and M > 1
-        SCALE, MODE = NC, NC + 1  # work[SCALE]: the base, then |log-likelihood| less const
-        FLAG = S + (0 if dtype == np.float64 else 1)
+        MODE = NC  # work[MODE]: 0 the linear pass, 1 the exact one
+        LL = NS  # stats[LL]: the E-step's log-likelihood (the pass's part)
+        FLAG = S + (0 if dtype == np.float64 else 1)  # tot[FLAG]: E-steps done before
+        SCALE = S + (2 if dtype == np.float64 else 3)  # tot[SCALE]: the base, then |ll|
         EPS = float(np.finfo(dtype).eps)
         TAU = config.EXACT_RTOL[np.dtype(dtype).name]
         if target.name == "cpu-wide":
@@ -268,7 +276,7 @@ class MixtureModel:
             coef_f(params, M, D, coef)
             later = tot[FLAG] != 0.0  # not the fit's first E-step with these pieces
             tot[FLAG] = 1.0
-            if later and EPS * bound_f(coef, tot) <= TAU * work[SCALE]:
+            if later and EPS * bound_f(coef, tot) <= TAU * tot[SCALE]:
                 work[MODE] = 0
                 base = shift(coef, tot, work)
             else:  # the exact pass: all of the log-likelihood from the E-step
@@ -280,7 +288,7 @@ class MixtureModel:
                     if not math.isfinite(c):
                         base = math.nan
                     work[k] = c
-            work[SCALE] = base
+            tot[SCALE] = base
             return base
 
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
@@ -289,13 +297,18 @@ class MixtureModel:
                 ll = run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc)
             else:
                 ll = run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc)
-            work[SCALE] = abs(allreduce(ll) + work[SCALE])  # for the next prepare
+            stats[LL] = ll
             return ll
+
+        def complete_scale(stats, tot):
+            complete(stats, tot)
+            tot[SCALE] = abs(stats[LL] + tot[SCALE])  # for the next prepare
 
         def mstep(stats, params, n, reg):
             return mstep_f(stats, params, M, D, n, reg)
 
-        return Pieces(jit(setup), jit(prepare), jit(estep), complete, jit(mstep), NS // M * first)
+        return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete_scale), jit(mstep),
+                      NS // M * first)
 
 
 def _init_blocks(init: Mapping, shapes: dict) -> list[np.ndarray]:
