@@ -29,6 +29,10 @@ MIN_COMPONENT_MASS = 1e-8
 PROB_RTOL = 1e-9
 # Relative fall of the log-likelihood tolerated as rounding, by compute dtype.
 DECREASE_RTOL = {"float64": 1e-9, "float32": 1e-4}
+# Starts whose log-likelihoods are this close (relative) to the largest are ties, and the
+# first of them is the best start: two starts that reach the same optimum differ by rounding
+# (1e-11 between the CPU and CUDA engines), which must not choose between them.
+BEST_TIE_RTOL = 1e-10
 # Largest accepted shape parameter lambda/mu of an inverse-Gaussian component:
 # beyond it the component has collapsed onto a point in float64 terms.
 MAX_IG_SHAPE = 1e14

@@ -41,6 +41,18 @@ def _lookup(table: dict, codes: np.ndarray) -> np.ndarray:
     return names[codes]
 
 
+def best_starts(loglik: np.ndarray) -> np.ndarray:
+    """Index of each row's best start: the first within ``config.BEST_TIE_RTOL`` of the largest.
+
+    ``loglik`` is (datasets, starts), ``-inf`` for failed starts; a row with
+    none finite gets 0 (the caller marks it failed).
+    """
+    top = loglik.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        near = loglik >= top - config.BEST_TIE_RTOL * np.abs(top)
+    return np.argmax(near | ~np.isfinite(top), axis=1)
+
+
 def _frame(columns: dict) -> pd.DataFrame:
     """A table over freshly built arrays, kept as they are.
 
@@ -81,7 +93,9 @@ class FitResult:
     ----------
     summary : pandas.DataFrame
         One row per dataset, in input order: ``dataset, n_obs, status, loglik,
-        n_iter, converged, best_start, aic, bic, message``.  ``status`` is
+        n_iter, converged, best_start, aic, bic, message``.  ``best_start`` is
+        the start of the largest log-likelihood (the first, where several are
+        within ``config.BEST_TIE_RTOL`` of it: rounding never chooses).  ``status`` is
         ``converged`` or ``max_iter`` (of the best start), ``failed`` (every
         start degenerate) or ``invalid_data`` (never fitted; ``message`` says
         why).
@@ -170,7 +184,7 @@ class FitResult:
         code = job.status.reshape(n_valid, n_starts)
         ll = job.loglik.reshape(n_valid, n_starts)
         ok = code <= config.MAX_ITER
-        best = np.argmax(np.where(ok, ll, -np.inf), axis=1)
+        best = best_starts(np.where(ok, ll, -np.inf))
         has = ok.any(axis=1)
         rows = np.arange(n_valid)
         best_ll = np.where(has, ll[rows, best], np.nan)
