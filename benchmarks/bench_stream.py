@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backend", default="auto")
-    ap.add_argument("--chunk-datasets", type=int, default=100_000,
+    ap.add_argument("--chunk-datasets", type=int, default=50_000,
                     help="datasets per streamed chunk")
     ap.add_argument("--memory-datasets", type=int, default=None,
                     help="datasets of the in-memory fit (default min(N, 1,000,000))")

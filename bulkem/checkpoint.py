@@ -43,9 +43,12 @@ from .combine import Parts
 from .progress import Progress
 
 # Fits per chunk: a chunk holds max(1, CHUNK_FITS // n_starts) datasets.  A
-# chunk is the work lost to a crash and the grain of the Parquet files; 10^6
-# fits are about a second on a GPU and a minute on 16 CPU cores (200 values).
-CHUNK_FITS = 1_000_000
+# chunk is the work lost to a crash and the grain of the Parquet files; 5 * 10^5
+# fits are under a second on a GPU and half a minute on 16 CPU cores (200 values).
+# It also bounds the host memory of a streamed `bulkem fit`: 4.2 GiB at peak with
+# chunks of 10^6 fits (10^5 datasets of 200 values) on an H100 machine, over the
+# 4 GiB the streaming issue allows.
+CHUNK_FITS = 500_000
 MANIFEST = "manifest.json"
 FORMAT = "bulkem-checkpoint-1"
 # Arguments that may differ between the runs of one checkpoint: they do not

@@ -1,6 +1,6 @@
 """Streaming ``bulkem fit``: a long file fitted in chunks of whole datasets.
 
-``bulkem fit long.parquet --chunk-datasets 100000 --out fits.parquet`` reads the
+``bulkem fit long.parquet --chunk-datasets 50000 --out fits.parquet`` reads the
 input a piece at a time (Parquet record batches, CSV chunks of rows), cuts it
 into chunks of ``--chunk-datasets`` whole datasets, fits each chunk with
 :func:`bulkem.fit` and appends its tables to the outputs as it finishes, so host
