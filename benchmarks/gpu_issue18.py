@@ -13,6 +13,10 @@
     PYTHONPATH=. python3 benchmarks/gpu_issue18.py            # both
     PYTHONPATH=. python3 benchmarks/gpu_issue18.py large --n 50000
     PYTHONPATH=. python3 benchmarks/gpu_issue18.py ragged --datasets 200
+
+3. ``versus`` (not in ``both``): the large fit from one given start, 100 iterations, by the
+   CUDA engine (float64, float32), the CPU engine and scikit-learn's ``GaussianMixture``
+   (diagonal, float64, all cores), each a whole fit, the same run: the ratio to scikit-learn.
 """
 
 from __future__ import annotations
@@ -91,9 +95,61 @@ def ragged(args) -> None:
           f"{(gs.status == cs.status).mean():.4%}")
 
 
+def versus(args) -> None:
+    """The large fit from one given start: CUDA, the CPU engine and scikit-learn, same run."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+
+    x = mixture(args.n, args.d, args.m, seed=1)
+    sv = bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1, max_iter=1,
+                    seed=3, init_method="subset", backend="cpu", progress=False).start_values
+    D = args.d
+    init = {"weight": sv.weight.to_numpy(),
+            "mean": sv[[f"mean_{j}" for j in range(1, D + 1)]].to_numpy(),
+            "var": sv[[f"var_{j}" for j in range(1, D + 1)]].to_numpy()}
+    print(f"# one large dataset from one given start: N = {args.n}, M = {args.m}, D = {D}, "
+          f"{args.iters} iterations (tol=0); wall time per whole fit, best of {args.repeat}")
+    out = {}
+
+    def bulkem_fit(backend, dtype):
+        return bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1, init=init,
+                          max_iter=args.iters, tol=0.0, dtype=dtype, backend=backend,
+                          progress=False).summary.loglik[0]
+
+    def sklearn_fit(dtype):
+        gm = GaussianMixture(args.m, covariance_type="diag", weights_init=init["weight"],
+                             means_init=init["mean"], precisions_init=1.0 / init["var"],
+                             max_iter=args.iters, tol=0.0, reg_covar=1e-6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            gm.fit(x.astype(dtype))
+        return gm.score(x) * len(x)
+
+    runs = [(f"bulkem cuda {dt}", lambda dt=dt: bulkem_fit("cuda", dt))
+            for dt in ("float64", "float32")]
+    runs += [("bulkem cpu float64 (all cores)", lambda: bulkem_fit("cpu", "float64")),
+             ("scikit-learn float64 (all cores)", lambda: sklearn_fit(np.float64))]
+    for name, fn in runs:
+        if not name.startswith("scikit"):
+            fn()  # compile
+        best, ll = np.inf, None
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            ll = fn()
+            best = min(best, time.perf_counter() - t0)
+        out[name] = best
+        print(f"{name:<34}: {best * 1e3:9.1f} ms per fit; loglik {ll:.9e}", flush=True)
+    base = out["scikit-learn float64 (all cores)"]
+    for name, t in out.items():
+        print(f"{name:<34}: {base / t:7.1f}x scikit-learn")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", nargs="?", default="both", choices=("both", "large", "ragged"))
+    ap.add_argument("what", nargs="?", default="both",
+                    choices=("both", "large", "ragged", "versus"))
     ap.add_argument("--n", type=int, default=230_400)
     ap.add_argument("--m", type=int, default=32)
     ap.add_argument("--d", type=int, default=32)
@@ -106,6 +162,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what in ("both", "large"):
         large(args)
+    if args.what == "versus":
+        versus(args)
     if args.what in ("both", "ragged"):
         ragged(args)
 
