@@ -47,10 +47,8 @@ def best_starts(loglik: np.ndarray) -> np.ndarray:
     ``loglik`` is (datasets, starts), ``-inf`` for failed starts; a row with
     none finite gets 0 (the caller marks it failed).
     """
-    top = loglik.max(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        near = loglik >= top - config.BEST_TIE_RTOL * np.abs(top)
-    return np.argmax(near | ~np.isfinite(top), axis=1)
+    top = loglik.max(axis=1, keepdims=True)  # -inf - inf is -inf: every start of such a row
+    return np.argmax(loglik >= top - config.BEST_TIE_RTOL * np.abs(top), axis=1)
 
 
 def _frame(columns: dict) -> pd.DataFrame:
