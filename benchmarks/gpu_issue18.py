@@ -14,6 +14,10 @@
     PYTHONPATH=. python3 benchmarks/gpu_issue18.py large --n 50000
     PYTHONPATH=. python3 benchmarks/gpu_issue18.py ragged --datasets 200
 
+4. ``profile`` (not in ``both``): the CUDA fit from one given start with 1, 10 and 100
+   iterations (the fixed cost of a call against the cost of an iteration) and a cProfile of
+   the 100-iteration call (where the host time goes).
+
 3. ``versus`` (not in ``both``): the large fit from one given start, 100 iterations, by the
    CUDA engine (float64, float32), the CPU engine and scikit-learn's ``GaussianMixture``
    (diagonal, float64, all cores), each a whole fit, the same run: the ratio to scikit-learn.
@@ -103,12 +107,8 @@ def versus(args) -> None:
     from sklearn.mixture import GaussianMixture
 
     x = mixture(args.n, args.d, args.m, seed=1)
-    sv = bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1, max_iter=1,
-                    seed=3, init_method="subset", backend="cpu", progress=False).start_values
+    init = given_start(x, args)
     D = args.d
-    init = {"weight": sv.weight.to_numpy(),
-            "mean": sv[[f"mean_{j}" for j in range(1, D + 1)]].to_numpy(),
-            "var": sv[[f"var_{j}" for j in range(1, D + 1)]].to_numpy()}
     print(f"# one large dataset from one given start: N = {args.n}, M = {args.m}, D = {D}, "
           f"{args.iters} iterations (tol=0); wall time per whole fit, best of {args.repeat}")
     out = {}
@@ -146,10 +146,47 @@ def versus(args) -> None:
         print(f"{name:<34}: {base / t:7.1f}x scikit-learn")
 
 
+def given_start(x, args):
+    sv = bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1, max_iter=1,
+                    seed=3, init_method="subset", backend="cpu", progress=False).start_values
+    return {"weight": sv.weight.to_numpy(),
+            "mean": sv[[f"mean_{j}" for j in range(1, args.d + 1)]].to_numpy(),
+            "var": sv[[f"var_{j}" for j in range(1, args.d + 1)]].to_numpy()}
+
+
+def profile(args) -> None:
+    """Fixed cost against per-iteration cost of the large CUDA fit, and a cProfile of it."""
+    import cProfile
+    import pstats
+
+    x = mixture(args.n, args.d, args.m, seed=1)
+    init = given_start(x, args)
+    for dtype in ("float64", "float32"):
+        def fit(iters, dtype=dtype):
+            return bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1,
+                              init=init, max_iter=iters, tol=0.0, dtype=dtype, backend="cuda",
+                              progress=False)
+        fit(2)
+        for iters in (1, 10, 100):
+            best = np.inf
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                fit(iters)
+                best = min(best, time.perf_counter() - t0)
+            print(f"{dtype} {iters:>4} iterations: {best * 1e3:8.1f} ms per call", flush=True)
+        pr = cProfile.Profile()
+        pr.enable()
+        fit(100)
+        pr.disable()
+        st = pstats.Stats(pr)
+        st.sort_stats("cumulative").print_stats(35)
+        st.sort_stats("tottime").print_stats(20)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", nargs="?", default="both",
-                    choices=("both", "large", "ragged", "versus"))
+                    choices=("both", "large", "ragged", "versus", "profile"))
     ap.add_argument("--n", type=int, default=230_400)
     ap.add_argument("--m", type=int, default=32)
     ap.add_argument("--d", type=int, default=32)
@@ -164,6 +201,8 @@ def main() -> None:
         large(args)
     if args.what == "versus":
         versus(args)
+    if args.what == "profile":
+        profile(args)
     if args.what in ("both", "ragged"):
         ragged(args)
 
