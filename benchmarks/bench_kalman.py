@@ -212,7 +212,6 @@ def section_a(args, gpu: bool) -> None:
 
     kalman_cuda.exact(small)
     kalman_cuda.exact(small, shared=False)
-    kalman_cuda.exact(small, time_major=False)
     bulkem.kalman_loglik(ys[:4], model, backend="cuda")
     t, out = best_of(lambda: bulkem.kalman_loglik(ys, model, backend="cuda"), repeat=1)
     show("bulkem GPU, end to end (kalman_loglik)", t, n, out.loglik.to_numpy())
@@ -221,8 +220,6 @@ def section_a(args, gpu: bool) -> None:
     dev = kalman_cuda.to_device(batch)
     t, out = best_of(lambda: kalman_cuda.exact(batch, dev=dev), repeat=5)
     show("bulkem GPU engine, data on GPU, shared gains", t, n, out.loglik)
-    t, out = best_of(lambda: kalman_cuda.exact(batch, dev=dev, time_major=False), repeat=5)
-    show("  ... series-major (no time-major copy)", t, n, out.loglik)
     t, out = best_of(lambda: kalman_cuda.exact(batch, dev=dev, shared=False), repeat=3)
     show("bulkem GPU engine, data on GPU, per-series cov.", t, n, out.loglik)
     kalman_cuda.exact(pack(ys[:4], model, "float32"))

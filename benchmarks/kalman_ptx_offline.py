@@ -54,7 +54,6 @@ def signatures(fdt):
         "exact": (v, vi, vi, *models, float64[::1], int64[::1], int64[::1]),
         "exact_shared": (v, vi, vi, int64, vi, v, v, v, v, v, float64[::1], float64[::1],
                          int64[::1]),
-        "time_major": (v, vi, vi, int64, v),
         "scan_up0": (v, vi, vi, vi, vi, vi, vi, *models, m2, int64[::1]),
         "scan_up": (m2, vi, vi, vi, m2),
         "scan_down": (m2, m2, vi, vi, vi, m2),

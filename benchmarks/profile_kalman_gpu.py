@@ -5,9 +5,8 @@
 On the batch of ``bench_kalman.py`` (a), with the data already on the GPU: the
 whole ``kalman_cuda.exact`` call, then its phases one by one (each synchronised):
 the choice of sharing series, the shared covariance recursion on the host,
-the small copies, the time-major copy, the shared-gains kernel (time-major
-and series-major, several block sizes) and the copy back; and the kernels'
-registers and local memory per thread.
+the small copies, the shared-gains kernel (several block sizes) and the
+copy back; and the kernels' registers and local memory per thread.
 """
 
 from __future__ import annotations
@@ -54,7 +53,6 @@ def profile(y, model, dtype: str, n_steps: int) -> None:
     md = batch.models
     dev = kalman_cuda.to_device(batch)
     kalman_cuda.exact(pack(list(y[:4]), model, dtype))  # compile
-    kalman_cuda.exact(pack(list(y[:4]), model, dtype), time_major=False)
     print(f"\n# {dtype}: {batch.n_series:,} AR(10) series x {n_steps:,} steps, "
           "data on the GPU (best of 5, ms)")
     t, _ = timed(lambda: kalman_cuda.exact(batch, dev=dev))
@@ -67,38 +65,29 @@ def profile(y, model, dtype: str, n_steps: int) -> None:
     t, _ = timed(lambda: kalman_cpu.gains(batch, n_steps, Ws, Ls, logdets))
     print(f"  gains on the host                {t * 1e3:9.3f}")
     t, _ = timed(lambda: np.setdiff1d(np.arange(batch.n_series), sel))
-    print(f"  setdiff1d                        {t * 1e3:9.3f}")
+    print(f"  (np.setdiff1d, the old way to the rest) {t * 1e3:9.3f}")
 
     def small():
-        return [cuda.to_device(a) for a in (sel, np.arange(len(sel)), batch.lengths[sel],
-                                            Ws, Ls, logdets)]
-    t, (sel_d, start_d, len_d, Ws_d, Ls_d, ld_d) = timed(small)
-    print(f"  six small to_device copies       {t * 1e3:9.3f}")
+        ints = cuda.to_device(np.stack([sel, batch.offsets[sel], batch.lengths[sel]]))
+        return ints, cuda.to_device(np.concatenate([Ws, Ls])), cuda.to_device(logdets)
+    t, (ints, gains_d, ld_d) = timed(small)
+    print(f"  three small to_device copies     {t * 1e3:9.3f}")
     p = kalman_cuda._programs(md.nx, md.ny, md.kind, batch.y.dtype)
-    y_tm = cuda.device_array(len(sel) * n_steps * md.ny, batch.y.dtype)
-    grid = kalman_cuda._grid(len(y_tm))
-    t, _ = timed(lambda: p["time_major"][grid](dev.y, dev.offsets, sel_d, n_steps, y_tm))
-    print(f"  time-major copy kernel           {t * 1e3:9.3f}")
     ll = cuda.device_array(batch.n_series)
     nobs = cuda.device_array(batch.n_series, np.int64)
     k = p["exact_shared"]
+    nw = len(Ws)
     for threads in (64, 128, 256):
         g = (-(-len(sel) // threads), threads)
-        t, _ = timed(lambda g=g: k[g](y_tm, start_d, len_d, len(sel), sel_d, dev.F[0],
-                                      dev.H[0], dev.m0[0], Ws_d, Ls_d, ld_d, ll, nobs))
-        print(f"  shared kernel, time-major, {threads:>3} threads per block  {t * 1e3:9.3f}")
-    offs_d = cuda.to_device(batch.offsets[sel])
-    g = kalman_cuda._grid(len(sel))
-    t, _ = timed(lambda: k[g](dev.y, offs_d, len_d, 1, sel_d, dev.F[0], dev.H[0], dev.m0[0],
-                              Ws_d, Ls_d, ld_d, ll, nobs))
-    print(f"  shared kernel, series-major      {t * 1e3:9.3f}")
+        t, _ = timed(lambda g=g: k[g](dev.y, ints[1], ints[2], 1, ints[0], dev.F[0], dev.H[0],
+                                      dev.m0[0], gains_d[:nw], gains_d[nw:], ld_d, ll, nobs))
+        print(f"  shared kernel, {threads:>3} threads per block  {t * 1e3:9.3f}")
     t, _ = timed(lambda: (ll.copy_to_host(), nobs.copy_to_host()))
     print(f"  copies back                      {t * 1e3:9.3f}")
-    for name in ("exact_shared", "exact", "time_major"):
-        kern = p[name]
-        for sig in kern.overloads:
-            print(f"  {name}: {kern.get_regs_per_thread(sig)} registers, "
-                  f"{kern.get_local_mem_per_thread(sig)} bytes local memory per thread")
+    for name in ("exact_shared", "exact"):
+        for cres in p[name].overloads.values():
+            print(f"  {name}: {getattr(cres, 'regs_per_thread', '?')} registers, "
+                  f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per thread")
     print(f"  (config.KALMAN_CUDA_THREADS = {config.KALMAN_CUDA_THREADS})")
 
 

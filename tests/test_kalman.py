@@ -161,7 +161,7 @@ def test_engines_match_oracle(kbackend, method, seed):
 
 
 def test_exact_paths_and_layouts_agree(kbackend, seed):
-    """Shared gains (row-major, time-major) and per-series covariances: the oracle's numbers."""
+    """Shared gains and per-series covariances, alone and side by side: the oracle's numbers."""
     if kbackend == "cuda":
         from bulkem.engines import kalman_cuda as engine
     else:
@@ -169,16 +169,18 @@ def test_exact_paths_and_layouts_agree(kbackend, seed):
     from bulkem.ssm import pack_series
 
     rng = np.random.default_rng(seed)
-    ys = [ar3().simulate(11, rng)[:, 0] for _ in range(6)]
-    want = [ref_loglik(y, ar3()) for y in ys]
-    batch, _, _ = pack_series([(k, y[:, None]) for k, y in enumerate(ys)], [ar3()], True,
-                              np.dtype("float64"))
-    kw = [{}, {"time_major": False}] if kbackend == "cuda" else [{}]
-    for shared in (None, False):
-        for extra in kw:
-            out = engine.exact(batch, shared=shared, **extra)
+    full = [ar3().simulate(11, rng)[:, 0] for _ in range(6)]
+    gap = [y.copy() for y in full]
+    gap[2][4] = np.nan  # one series with a missing value: the others still share
+    for ys in (full, gap):
+        want = [ref_loglik(y, ar3()) for y in ys]
+        batch, _, _ = pack_series([(k, y[:, None]) for k, y in enumerate(ys)], [ar3()], True,
+                                  np.dtype("float64"))
+        for shared in (None, False):
+            out = engine.exact(batch, shared=shared)
             assert_rel(out.loglik, want)
             assert np.all(out.fail == -1)
+            assert list(out.n_obs) == [11 - np.isnan(y).sum() for y in ys]
     out = engine.scan(batch, chunk0=2, chunk=2)
     assert_rel(out.loglik, want)
 

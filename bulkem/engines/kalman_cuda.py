@@ -118,19 +118,6 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         nobs[out[j]] = n
 
     @cuda.jit
-    def time_major(y, offsets, sel, n_steps, out):
-        """out[(t N + j) NY + a] = step t of series sel[j] (N = len(sel))."""
-        i = cuda.grid(1)
-        n = sel.shape[0]
-        if i >= n * n_steps:
-            return
-        t = i // n
-        j = i - t * n
-        src = (offsets[sel[j]] + t) * NY
-        for a in range(NY):
-            out[i * NY + a] = y[src + a]
-
-    @cuda.jit
     def scan_up0(y, lo, hi, first, last, series, midx, F, H, Q, R, m0, P0, E, fail):
         c = cuda.grid(1)
         if c >= lo.shape[0]:
@@ -293,7 +280,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         fail_c[c] = f
 
     progs = dict(chunk_sums=chunk_sums, exact=exact, exact_shared=exact_shared,
-                 time_major=time_major, scan_up0=scan_up0, scan_up=scan_up,
+                 scan_up0=scan_up0, scan_up=scan_up,
                  scan_down=scan_down, scan_final=scan_final, splash=splash,
                  ne=element_size(nx))
     _compiled[key] = progs
@@ -321,8 +308,8 @@ def to_device(batch: SeriesBatch) -> DeviceBatch:
         batch.y, batch.offsets, batch.model_idx, md.F, md.H, md.Q, md.R, md.m0, md.P0)))
 
 
-def exact(batch: SeriesBatch, shared: bool | None = None, dev: DeviceBatch | None = None,
-          time_major: bool | None = None) -> LoglikOut:
+def exact(batch: SeriesBatch, shared: bool | None = None,
+          dev: DeviceBatch | None = None) -> LoglikOut:
     """The sequential Kalman filter of every series, a thread per series.
 
     Parameters
@@ -332,9 +319,13 @@ def exact(batch: SeriesBatch, shared: bool | None = None, dev: DeviceBatch | Non
         As for :func:`bulkem.engines.kalman_cpu.exact`.
     dev : DeviceBatch, optional
         The batch already on the GPU (``to_device(batch)``).
-    time_major : bool, optional
-        Lay the sharing series out time-major on the GPU first (None: when
-        they all have the same length).
+
+    Notes
+    -----
+    The series that share the covariance recursion read their observations
+    where they lie, series after series: measured on an H200 (100,000 AR(10)
+    series x 1,000 steps), as fast as a time-major copy made first
+    (1.73 ms either way), without the copy's 1.1 ms.
     """
     from . import kalman_cpu
 
@@ -342,49 +333,41 @@ def exact(batch: SeriesBatch, shared: bool | None = None, dev: DeviceBatch | Non
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     dev = to_device(batch) if dev is None else dev
     n = batch.n_series
-    ll = cuda.to_device(np.zeros(n))
-    nobs = cuda.to_device(np.zeros(n, dtype=np.int64))
+    ll = cuda.device_array(n)  # every entry is written by one of the two kernels
+    nobs = cuda.device_array(n, np.int64)
     fail_h = np.full(n, -1, dtype=np.int64)
-    rest = np.arange(n, dtype=np.int64)
+    rest = np.ones(n, dtype=bool)
     sel = shared_series(batch, shared, config.KALMAN_SHARED_GAINS_MIN_SERIES)
     if len(sel):
         lengths = batch.lengths[sel]
         n_steps = int(lengths.max())
-        Ws = np.empty(n_steps * md.nx * md.ny, batch.y.dtype)
-        Ls = np.empty(n_steps * md.ny * md.ny, batch.y.dtype)
+        nw, nl = n_steps * md.nx * md.ny, n_steps * md.ny * md.ny
+        gains = np.empty(nw + nl, batch.y.dtype)  # W then L of every step: one copy
         logdets = np.empty(n_steps)
-        bad = kalman_cpu.gains(batch, n_steps, Ws, Ls, logdets)
+        bad = kalman_cpu.gains(batch, n_steps, gains[:nw], gains[nw:], logdets)
         if bad >= 0:  # the series that reach a failing step go the full way and report it
             sel = sel[lengths <= bad]
             lengths = batch.lengths[sel]
         if len(sel):
-            same = bool(np.all(lengths == lengths[0]))
-            tm = same if time_major is None else (time_major and same)
-            sel_d = cuda.to_device(sel)
-            if tm:
-                y_tm = cuda.device_array(len(sel) * int(lengths[0]) * md.ny, batch.y.dtype)
-                p["time_major"][_grid(len(y_tm) // md.ny)](dev.y, dev.offsets, sel_d,
-                                                           int(lengths[0]), y_tm)
-                y, start, stride = y_tm, np.arange(len(sel), dtype=np.int64), len(sel)
-            else:
-                y, start, stride = dev.y, batch.offsets[sel], 1
+            ints = cuda.to_device(np.stack([sel, batch.offsets[sel], lengths]))
+            gains_d = cuda.to_device(gains)
             p["exact_shared"][_grid(len(sel))](
-                y, cuda.to_device(start), cuda.to_device(lengths), stride, sel_d,
-                dev.F[0], dev.H[0], dev.m0[0], cuda.to_device(Ws), cuda.to_device(Ls),
-                cuda.to_device(logdets), ll, nobs)
-            rest = np.setdiff1d(rest, sel)
-    ll_h, nobs_h = ll.copy_to_host(), nobs.copy_to_host()
+                dev.y, ints[1], ints[2], 1, ints[0], dev.F[0], dev.H[0], dev.m0[0],
+                gains_d[:nw], gains_d[nw:], cuda.to_device(logdets), ll, nobs)
+            rest[sel] = False
+    rest = np.flatnonzero(rest)  # (a mask: np.setdiff1d took 49 ms of 55 for 10^5 series)
     if len(rest):
-        if len(rest) < n:
-            batch = subset(batch, rest)
-            dev = to_device(batch)
-        m = batch.n_series
-        ll_r, nobs_r, fail_r = (cuda.to_device(np.zeros(m)),
-                                cuda.to_device(np.zeros(m, np.int64)),
-                                cuda.to_device(np.full(m, -1, np.int64)))
-        p["exact"][_grid(m)](*dev, ll_r, nobs_r, fail_r)
+        sub = batch if len(rest) == n else subset(batch, rest)
+        sub_dev = dev if len(rest) == n else to_device(sub)
+        m = sub.n_series
+        ll_r, nobs_r, fail_r = (cuda.device_array(m), cuda.device_array(m, np.int64),
+                                cuda.device_array(m, np.int64))
+        p["exact"][_grid(m)](*sub_dev, ll_r, nobs_r, fail_r)
+        ll_h, nobs_h = ll.copy_to_host(), nobs.copy_to_host()
         ll_h[rest], nobs_h[rest], fail_h[rest] = (
             ll_r.copy_to_host(), nobs_r.copy_to_host(), fail_r.copy_to_host())
+    else:
+        ll_h, nobs_h = ll.copy_to_host(), nobs.copy_to_host()
     return LoglikOut(ll_h, nobs_h, fail_h)
 
 
