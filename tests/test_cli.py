@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -210,3 +212,25 @@ def test_help_is_plain_and_complete(capsys):
             assert action.help, f"bulkem {name} {action.option_strings or action.dest}: no help"
     family = next(a for a in subs.choices["fit"]._actions if a.dest == "family")
     assert list(family.choices) == list(bulkem.FAMILIES)
+
+
+def test_cpu_fits_never_import_numba_cuda():
+    """Start-up: importing numba.cuda costs ~0.6 s, so CPU fits leave it alone.
+
+    ``backend="auto"`` too, where no NVIDIA driver can be present (Linux
+    without its device files, as on CI).
+    """
+    code = (
+        "import sys, numpy as np, bulkem\n"
+        "from bulkem import api\n"
+        "x = [np.random.default_rng(1).wald(1.0, 2.0, 100)]\n"
+        "kw = dict(n_starts=2, max_iter=3, progress=False)\n"
+        "bulkem.fit(x, backend='cpu', **kw)\n"
+        "if not api._may_have_gpu():\n"
+        "    assert bulkem.fit(x, backend='auto', **kw).backend == 'cpu'\n"
+        "print('numba.cuda' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.strip() == "False"

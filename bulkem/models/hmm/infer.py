@@ -18,10 +18,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from ...engines.cuda.compat import cuda  # (module level: the simulator swaps it there)
 from ...kernels.cache import njit_cached
 from ...kernels.scaled import LN2, exponent, pow2
 from ...kernels.target import CPU
+
+cuda = None  # numba.cuda, imported by _cuda_runners() on first GPU use
 
 
 class Units(NamedTuple):
@@ -236,6 +237,9 @@ _gpu: dict = {}
 
 def _cuda_runners(model):
     """Forward scores and Viterbi paths of many sequences on the GPU, a thread per sequence."""
+    global cuda
+    if cuda is None:  # the first GPU use: a CPU-only session never imports numba.cuda
+        from ...engines.cuda.compat import cuda
     if model.key in _gpu:
         return _gpu[model.key]
     from numba import float64

@@ -59,13 +59,24 @@ import numpy as np
 from numba import float32, float64, int64, njit, uint64
 
 from ... import config
-from ...engines.cuda.compat import Launcher, cuda  # (after the numpy shim and simulator set-up)
 from ...fitting.driver import make_em, make_stop
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU_WIDE
 
 # --- the choice of regime ---------------------------------------------------
+
+
+cuda = Launcher = None  # numba.cuda and compat.Launcher, imported by _load_cuda() for GPU fits only
+
+
+def _load_cuda() -> None:
+    """Import the CUDA side on first GPU use (a CPU-only fit never imports numba.cuda)."""
+    global cuda, Launcher
+    if cuda is None:
+        from ...engines.cuda import compat  # (the numpy shim and simulator set-up first)
+
+        cuda, Launcher = compat.cuda, compat.Launcher
 
 
 def use_large(job, engine: str) -> bool:
@@ -162,6 +173,7 @@ def _run_cpu(job, progress) -> None:
 
 
 def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
+    _load_cuda()
     """Sizes of the CUDA kernels for this model, or None if they do not fit.
 
     The family must have ``linear_logdens``.  The tile is the largest power
@@ -576,6 +588,7 @@ class _CudaFits:
 
 
 def _run_cuda(job, progress) -> None:
+    _load_cuda()
     """Each fit in turn over the whole GPU.
 
     With float32, as in the bulk engines (:func:`bulkem.fitting.driver.make_em`):
