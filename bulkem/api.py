@@ -381,8 +381,11 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
     fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
     data = packed.data
-    plan = model.start_plan(data, starts.dataset_keys(data.values, data.value_offsets), seed,
-                            init_method, user)
+    if user is not None and len(user) >= n_starts:  # no random start: no dataset key needed
+        keys = np.zeros(data.n_datasets, np.uint64)
+    else:
+        keys = starts.dataset_keys(data.values, data.value_offsets)
+    plan = model.start_plan(data, keys, seed, init_method, user)
     n_params = model.n_params
     return Job(
         model=model,

@@ -57,6 +57,13 @@ EXACT_RTOL = {"float64": 2.0**-40, "float32": 2.0**-12}
 
 # --- random starts ---
 SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
+# Dataset keys (fitting.starts.dataset_keys): a dataset of at least this many
+# float64 words is hashed by blocks of HASH_BLOCK_WORDS in parallel.
+HASH_BLOCKED_MIN_WORDS = 1 << 20
+HASH_BLOCK_WORDS = 1 << 16
+# The features of vector data (the values transposed) are copied on every core
+# from this many values up (models.mixture.model._contiguous).
+PARALLEL_TRANSPOSE_MIN = 1 << 20
 
 # --- CPU engine ---
 CPU_CHUNK_FITS = 200_000  # most fits per parallel call

@@ -149,3 +149,42 @@ def test_batch_of_only_invalid_datasets_returns_their_rows(backend):
                          backend=backend)
     assert list(res.summary.status) == ["invalid_data", "invalid_data"]
     assert res.components.empty and res.starts.empty and res.start_values.empty
+
+
+def test_large_datasets_keys_by_blocks_depend_on_values_alone(monkeypatch):
+    """Keys of datasets past config.HASH_BLOCKED_MIN_WORDS (hashed by blocks, in parallel)."""
+    from bulkem import config
+    from bulkem.fitting.starts import dataset_keys
+
+    monkeypatch.setattr(config, "HASH_BLOCKED_MIN_WORDS", 64)
+    monkeypatch.setattr(config, "HASH_BLOCK_WORDS", 16)
+    rng = np.random.default_rng(3)
+    big, small = rng.normal(size=(50, 2)), rng.normal(size=(5, 2))  # 100 words: by blocks
+
+    def keys(*ds):
+        return dataset_keys(np.concatenate(ds), np.r_[0, np.cumsum([len(d) for d in ds])])
+
+    alone, = keys(big)
+    assert list(keys(small, big, small)) == [keys(small)[0], alone, keys(small)[0]]
+    changed = big.copy()
+    changed[49, 1] = np.nextafter(changed[49, 1], 1.0)
+    assert keys(changed)[0] != alone and keys(big[:40])[0] != alone
+    monkeypatch.setattr(config, "HASH_BLOCKED_MIN_WORDS", 1 << 20)
+    assert keys(big)[0] != alone  # one chain: another key, also of the values alone
+
+
+def test_the_finite_sum_shortcut_still_finds_every_problem():
+    from bulkem.data.inputs import basic_problems
+
+    assert basic_problems(np.array([1e308, 1e308, 1.0]), 2) is None  # the sum overflows
+    assert "1 of 3 values is NaN" in basic_problems(np.array([1.0, np.nan, 2.0]), 2)
+    assert "NaN or infinite" in basic_problems(np.array([np.inf, -np.inf, 2.0]), 2)
+
+
+def test_large_vector_features_copied_in_parallel_equal_numpys(monkeypatch):
+    from bulkem import config
+    from bulkem.models.mixture.model import _contiguous
+
+    monkeypatch.setattr(config, "PARALLEL_TRANSPOSE_MIN", 1)
+    x = np.random.default_rng(4).normal(size=(1100, 3))
+    assert np.array_equal(_contiguous(x.T), np.ascontiguousarray(x.T))

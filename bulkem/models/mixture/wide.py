@@ -588,7 +588,6 @@ class _CudaFits:
 
 
 def _run_cuda(job, progress) -> None:
-    _load_cuda()
     """Each fit in turn over the whole GPU.
 
     With float32, as in the bulk engines (:func:`bulkem.fitting.driver.make_em`):
@@ -597,6 +596,7 @@ def _run_cuda(job, progress) -> None:
     float64 from its start (float32 statistics cannot resolve a component
     shrinking onto one point: its variance comes out <= 0).
     """
+    _load_cuda()
     fam = job.model.family
     (feat, _), offsets, const = job.kernel_data()
     S = fam.n_stats(1, job.model.n_dims)
