@@ -15,7 +15,7 @@ import argparse
 import time
 
 import numpy as np
-from bench_kalman import ar10, pack, simulate_ar
+from bench_kalman import ar10, long_models, pack, simulate_ar, simulate_rw
 from numba import cuda
 
 from bulkem import config
@@ -40,11 +40,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-series", type=int, default=100_000)
     ap.add_argument("--n-steps", type=int, default=1000)
+    ap.add_argument("--long-steps", type=int, default=1_000_000)
     args = ap.parse_args()
+    splash_profile(args.long_steps)
     model = ar10()
     y = simulate_ar(model, args.n_series, args.n_steps, seed=1)
     for dtype in ("float64", "float32"):
         profile(y, model, dtype, args.n_steps)
+
+
+def splash_profile(n_steps: int) -> None:
+    """The splash approximation of one long series: wall time and where the host time goes."""
+    import cProfile
+    import pstats
+
+    for name, (kind, model) in long_models().items():
+        y = simulate_rw(model, n_steps, 2) if kind == "rw" else simulate_ar(model, 1, n_steps, 2)[0]
+        batch = pack([y], model)
+        dev = kalman_cuda.to_device(batch)
+        w = {"rw": 10, "ar": 11}[kind]
+        kalman_cuda.splash(batch, w, 1e6, dev=dev)
+        t, _ = timed(lambda b=batch, d=dev, w=w: kalman_cuda.splash(b, w, 1e6, dev=d), repeat=10)
+        print(f"\n# {name}: splash (window {w}) of {n_steps:,} steps, data on the GPU: "
+              f"{t * 1e3:.3f} ms (best of 10)")
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(20):
+            kalman_cuda.splash(batch, w, 1e6, dev=dev)
+        cuda.synchronize()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
 
 
 def profile(y, model, dtype: str, n_steps: int) -> None:
