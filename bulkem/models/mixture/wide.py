@@ -56,7 +56,7 @@ import warnings
 
 import numba
 import numpy as np
-from numba import float32, float64, int64, njit, uint64
+from numba import float32, float64, int64, njit, prange, uint64
 
 from ... import config
 from ...fitting.driver import make_em, make_stop
@@ -492,6 +492,7 @@ _host_coef: dict = {}
 def _launcher(configured, args):
     """A no-argument function launching ``configured`` with the fixed ``args``
     (:class:`bulkem.engines.cuda.compat.Launcher`; ``config.LARGE_CUDA_PREPARED_LAUNCH``)."""
+    _load_cuda()  # (also called by the wide regime of models of units: engines/cuda/wide.py)
     return Launcher(configured, args, prepared=config.LARGE_CUDA_PREPARED_LAUNCH)
 
 
@@ -522,7 +523,7 @@ last_cuda_loop = {"seconds": 0.0, "iterations": 0, "blocks": 0}
 class _CudaFits:
     """The kernels, device buffers and launch shapes of a batch's large CUDA fits, per dtype."""
 
-    def __init__(self, job, stream, dtype):
+    def __init__(self, job, stream, dtype, feat64=None):
         fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
         (feat, self.stride), offsets, const = job.kernel_data()
         self.dtype = np.dtype(dtype)
@@ -539,7 +540,10 @@ class _CudaFits:
             self.max_blocks = _grid_blocks(self.estep, self.dtype, self.threads)
         self.n_red = -(-self.nsx // self.plan["reduce_cols"])
         self.stream = stream
-        self.feat = cuda.to_device(feat.astype(self.dtype, copy=False), stream=stream)
+        if feat64 is not None and self.dtype != np.float64:  # cast there: no second copy over
+            self.feat = _device_cast(feat64, self.dtype, stream)
+        else:
+            self.feat = cuda.to_device(feat.astype(self.dtype, copy=False), stream=stream)
         self.part = cuda.device_array((self.max_blocks, self.nsx), np.float64, stream=stream)
         self.stats = cuda.device_array(self.nsx, np.float64, stream=stream)
         self.fam, self.M, self.D = fam, M, D
@@ -601,14 +605,16 @@ def _run_cuda(job, progress) -> None:
     (feat, _), offsets, const = job.kernel_data()
     S = fam.n_stats(1, job.model.n_dims)
     stream = cuda.stream()
-    fits = {np.dtype(job.dtype).name: _CudaFits(job, stream, job.dtype)}
+    narrow = np.dtype(job.dtype) != np.float64
+    # float32 fits need float64 too (the log-likelihood at the end): the data goes over
+    # once, in float64, and is cast on the GPU
+    fits = {"float64": _CudaFits(job, stream, np.float64)}
+    if narrow:
+        fits[job.dtype.name] = _CudaFits(job, stream, job.dtype, feat64=fits["float64"].feat)
 
     def wide64():
-        if "float64" not in fits:
-            fits["float64"] = _CudaFits(job, stream, np.float64)
         return fits["float64"]
 
-    narrow = np.dtype(job.dtype) != np.float64
     drop64 = config.DECREASE_RTOL["float64"]
     totals: dict = {}
     for f in range(len(job.fit_ds)):
@@ -618,7 +624,7 @@ def _run_cuda(job, progress) -> None:
             totals[d] = _totals(fam, feat, lo, hi, job.model.n_dims, S)
         tot = totals[d]
         args = (lo, hi, tot, const[d])
-        st, it, ll = fits[np.dtype(job.dtype).name].fit(
+        st, it, ll = fits[job.dtype.name].fit(
             *args, job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg)
         if narrow and st >= config.DEGENERATE_NONFINITE:  # again in float64, from the start
             job.params[f] = job.init[f]
@@ -632,6 +638,27 @@ def _run_cuda(job, progress) -> None:
         progress(1)
 
 
+_cast_kernel: dict = {}
+
+
+def _device_cast(src, dtype, stream):
+    """A new device array: ``src`` (a device array) cast to ``dtype`` on the GPU.
+
+    (The conversion rounds to nearest, as numpy's ``astype`` does on the host.)
+    """
+    if "k" not in _cast_kernel:
+        @cuda.jit
+        def cast(a, b):
+            i = cuda.grid(1)
+            if i < a.size:
+                b[i] = a[i]
+
+        _cast_kernel["k"] = cast
+    out = cuda.device_array(src.shape, dtype, stream=stream)
+    _cast_kernel["k"][(src.size + 255) // 256, 256, stream](src, out)
+    return out
+
+
 def _totals(fam, feat, lo, hi, n_dims, S) -> np.ndarray:
     """``sum_i g(x_i)`` of a dataset (for the rounding bound of the linear form)."""
     stride = len(feat) // fam.n_features(n_dims)
@@ -639,7 +666,7 @@ def _totals(fam, feat, lo, hi, n_dims, S) -> np.ndarray:
     tot = np.zeros(S)
     g = _host_accum.get(fam.name)
     if g is None:
-        g = _host_accum[fam.name] = njit(_make_totals(fam.accum))
+        g = _host_accum[fam.name] = njit(parallel=True)(_make_totals(fam.accum))
     g(np.ascontiguousarray(f).reshape(-1), hi - lo, n_dims, tot)
     return tot
 
@@ -650,8 +677,17 @@ _host_accum: dict = {}
 def _make_totals(accum):
     acc = njit(inline="always")(accum)
 
-    def totals(feat, n, D, tot):
-        for i in range(n):
-            acc(tot, 0, 1.0, D, feat, n, i)
+    block = 4096
+
+    def totals(feat, n, D, tot):  # blocks on every core, their sums added in block order
+        nb = (n + block - 1) // block
+        part = np.zeros((nb, len(tot)))
+        for b in prange(nb):
+            row = part[b]
+            for i in range(b * block, min(n, (b + 1) * block)):
+                acc(row, 0, 1.0, D, feat, n, i)
+        for b in range(nb):
+            for s in range(len(tot)):
+                tot[s] += part[b, s]
 
     return totals
