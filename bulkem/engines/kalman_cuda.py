@@ -9,9 +9,9 @@ this module holds the kernels that loop and the host side.
   they fit), as cuML's batched Kalman kernel.  Series of one model without
   missing values share the covariance recursion, computed once on the host
   (it does not depend on the data); each thread then runs the mean
-  recursion only.  When those series all have the same length they are
-  first laid out time-major (step ``t`` of series ``j`` at row ``t N + j``),
-  so that the threads of a warp read neighbouring addresses.
+  recursion only, reading its series where it lies (a time-major copy
+  first, for neighbouring addresses across a warp, was no faster on an
+  H200 and cost a copy).
 * ``scan``: the blocked scan of :mod:`bulkem.models.ssm.plan`, a kernel
   launch per level up and down: a thread per chunk, the chunk elements in
   global memory field by field.
