@@ -173,12 +173,16 @@ def test_large_datasets_keys_by_blocks_depend_on_values_alone(monkeypatch):
     assert keys(big)[0] != alone  # one chain: another key, also of the values alone
 
 
-def test_the_finite_sum_shortcut_still_finds_every_problem():
+def test_the_finite_sum_shortcut_still_finds_every_problem_and_stays_quiet():
     from bulkem.data.inputs import basic_problems
 
-    assert basic_problems(np.array([1e308, 1e308, 1.0]), 2) is None  # the sum overflows
-    assert "1 of 3 values is NaN" in basic_problems(np.array([1.0, np.nan, 2.0]), 2)
-    assert "NaN or infinite" in basic_problems(np.array([np.inf, -np.inf, 2.0]), 2)
+    r_na = np.frombuffer(np.uint64(0x7FF00000000007A2).tobytes())[0]  # R's NA: a signalling NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning from the sum
+        assert basic_problems(np.array([1e308, 1e308, 1.0]), 2) is None  # the sum overflows
+        assert "1 of 3 values is NaN" in basic_problems(np.array([1.0, np.nan, 2.0]), 2)
+        assert "NaN or infinite" in basic_problems(np.array([np.inf, -np.inf, 2.0]), 2)
+        assert "1 of 3 values is NaN" in basic_problems(np.array([1.0, r_na, 2.0]), 2)
 
 
 def test_large_vector_features_copied_in_parallel_equal_numpys(monkeypatch):

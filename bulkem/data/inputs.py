@@ -228,7 +228,9 @@ def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
     if n < min_obs:
         problems.append(f"too short: {_count(n, 'value')}, at least {min_obs} needed for this "
                         "number of components")
-    if np.isfinite(np.add.reduce(values, axis=None)):  # NaN and inf would carry through the sum
+    with np.errstate(invalid="ignore", over="ignore"):  # (R's NA is a signalling NaN)
+        total = np.add.reduce(values, axis=None)
+    if np.isfinite(total):  # NaN and inf would carry through the sum
         return "; ".join(problems) or None
     finite = np.isfinite(values)
     if finite.ndim == 2:
