@@ -173,7 +173,6 @@ def _run_cpu(job, progress) -> None:
 
 
 def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
-    _load_cuda()
     """Sizes of the CUDA kernels for this model, or None if they do not fit.
 
     The family must have ``linear_logdens``.  The tile is the largest power
@@ -181,6 +180,7 @@ def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
     (coefficients, statistics vectors and responsibilities of a tile) fit
     ``config.LARGE_CUDA_SHARED_BYTES``.
     """
+    _load_cuda()
     isz = np.dtype(dtype).itemsize
     nc = family.n_coef(M, D)
     ns = family.n_stats(M, D)
@@ -612,9 +612,6 @@ def _run_cuda(job, progress) -> None:
     if narrow:
         fits[job.dtype.name] = _CudaFits(job, stream, job.dtype, feat64=fits["float64"].feat)
 
-    def wide64():
-        return fits["float64"]
-
     drop64 = config.DECREASE_RTOL["float64"]
     totals: dict = {}
     for f in range(len(job.fit_ds)):
@@ -628,10 +625,10 @@ def _run_cuda(job, progress) -> None:
             *args, job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg)
         if narrow and st >= config.DEGENERATE_NONFINITE:  # again in float64, from the start
             job.params[f] = job.init[f]
-            st, it, ll = wide64().fit(*args, job.params[f], job.max_iter, job.tol, drop64,
-                                      job.reg)
+            st, it, ll = fits["float64"].fit(*args, job.params[f], job.max_iter, job.tol,
+                                             drop64, job.reg)
         elif narrow:  # the log-likelihood in float64 at the returned parameters
-            ll = wide64().fit(*args, job.params[f].copy(), 0, job.tol, drop64, job.reg)[2]
+            ll = fits["float64"].fit(*args, job.params[f].copy(), 0, job.tol, drop64, job.reg)[2]
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll
