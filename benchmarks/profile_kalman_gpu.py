@@ -1,12 +1,16 @@
 """Where the GPU's exact Kalman likelihood of many series spends its time, phase by phase.
 
     PYTHONPATH=. python3 benchmarks/profile_kalman_gpu.py [--n-series 100000] [--n-steps 1000]
+        [--long-steps 1000000] [--splash-only | --scan-only]
 
-On the batch of ``bench_kalman.py`` (a), with the data already on the GPU: the
-whole ``kalman_cuda.exact`` call, then its phases one by one (each synchronised):
-the choice of sharing series, the shared covariance recursion on the host,
-the small copies, the shared-gains kernel (several block sizes) and the
-copy back; and the kernels' registers and local memory per thread.
+First the splash approximation of one long series (``bench_kalman.py`` (b)):
+the whole ``kalman_cuda.splash`` call, its phases one by one, and a
+cProfile of the host side.  Then, on the batch of ``bench_kalman.py`` (a),
+with the data already on the GPU: the whole ``kalman_cuda.exact`` call,
+then its phases one by one (each synchronised): the choice of sharing
+series, the shared covariance recursion on the host, the small copies, the
+shared-gains kernel (several block sizes) and the copy back; and the
+kernels' registers and local memory per thread.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import argparse
 import time
 
 import numpy as np
-from bench_kalman import ar10, long_models, pack, simulate_ar, simulate_rw
+from bench_kalman import ar10, best_of, long_models, one_core, pack, simulate_ar, simulate_rw
 from numba import cuda
 
 from bulkem import config
@@ -41,8 +45,15 @@ def main() -> None:
     ap.add_argument("--n-series", type=int, default=100_000)
     ap.add_argument("--n-steps", type=int, default=1000)
     ap.add_argument("--long-steps", type=int, default=1_000_000)
+    ap.add_argument("--splash-only", action="store_true", help="the splash profile alone")
+    ap.add_argument("--scan-only", action="store_true", help="the scan profile alone")
     args = ap.parse_args()
+    if args.scan_only:
+        scan_profile(args.long_steps)
+        return
     splash_profile(args.long_steps)
+    if args.splash_only:
+        return
     model = ar10()
     y = simulate_ar(model, args.n_series, args.n_steps, seed=1)
     for dtype in ("float64", "float32"):
@@ -59,10 +70,16 @@ def splash_profile(n_steps: int) -> None:
         batch = pack([y], model)
         dev = kalman_cuda.to_device(batch)
         w = {"rw": 10, "ar": 11}[kind]
-        kalman_cuda.splash(batch, w, 1e6, dev=dev)
-        t, _ = timed(lambda b=batch, d=dev, w=w: kalman_cuda.splash(b, w, 1e6, dev=d), repeat=10)
+        out = kalman_cuda.splash(batch, w, 1e6, dev=dev)
+        t, _ = timed(lambda b=batch, d=dev, w=w: kalman_cuda.splash(b, w, 1e6, dev=d), repeat=50)
         print(f"\n# {name}: splash (window {w}) of {n_steps:,} steps, data on the GPU: "
-              f"{t * 1e3:.3f} ms (best of 10)")
+              f"{t * 1e3:.3f} ms (best of 50); loglik {out.loglik[0]!r}")
+        kalman_cpu.exact(pack([y[:50]], model))  # (compiled)
+        t_seq, ref = best_of(one_core(lambda b=batch: kalman_cpu.exact(b)), repeat=3)
+        print(f"  sequential filter, 1 CPU core: {t_seq * 1e3:.2f} ms; splash on the GPU "
+              f"{t_seq / t:.1f}x faster; splash error {out.loglik[0] - ref.loglik[0]:+.3g}")
+        if hasattr(kalman_cuda, "_splash_program"):  # (the fused kernel: its phases)
+            splash_phases(batch, dev, w)
         pr = cProfile.Profile()
         pr.enable()
         for _ in range(20):
@@ -70,6 +87,106 @@ def splash_profile(n_steps: int) -> None:
         cuda.synchronize()
         pr.disable()
         pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+
+
+def splash_phases(batch, dev, w: int) -> None:
+    """The phases of one ``kalman_cuda.splash`` call, each timed alone (best of 50, ms)."""
+    md = batch.models
+    chunk = config.KALMAN_SPLASH_SUM_CHUNK
+    per_block = max(1, config.KALMAN_CUDA_THREADS // chunk)
+    kernel = kalman_cuda._splash_program(md.nx, md.ny, md.kind, batch.y.dtype, chunk, per_block)
+
+    def show(what, fn, repeat=50):
+        t, res = timed(fn, repeat=repeat)
+        print(f"  {what:<52} {t * 1e3:9.3f}")
+        return res
+
+    print("  made once per device batch (kept in dev.scratch):")
+    plan = show("  the whole plan (best of 5)", lambda: kalman_cuda._splash_plan(
+        batch, dev, w, 1e6, None, chunk, per_block, True), repeat=5)
+    starts = show("  chunk starts (host)", lambda: kalman_cuda._chunk_starts(batch.offsets, chunk))
+    n = int(starts[-1])
+    show("  shared gains (cached on the GPU across batches)",
+         lambda: kalman_cuda._device_gains(batch, w, 1e6, None))
+    show("    (splash_gains on the host, uncached)",
+         lambda: kalman_cpu.splash_gains(batch, w, 1e6, None))
+    show("  to_device(chunk starts)", lambda: cuda.to_device(starts))
+    show("  device_array((3, n_chunks))", lambda: cuda.device_array((3, n), np.float64))
+    show("  pinned_array((3, n_chunks)) (best of 5)",
+         lambda: cuda.pinned_array((3, n), np.float64), repeat=5)
+    print("  every call:")
+    show("  kernel, prepared launch + sync", plan.launch)
+    show("    (ordinary launch + sync)", lambda: plan.launch.configured(*plan.launch.args))
+    show("  copy_to_host (into the pinned array)", lambda: plan.sums.copy_to_host(plan.host))
+    show("    (pageable, new array)", lambda: plan.sums.copy_to_host())
+    show("  per-series totals (host)",
+         lambda: kalman_cuda._series_totals(batch.offsets, plan.starts, plan.host))
+    for cres in kernel.overloads.values():
+        print(f"  splash kernel: {getattr(cres, 'regs_per_thread', '?')} registers, "
+              f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per thread, "
+              f"{-(-n // per_block):,} blocks of {chunk * per_block}")
+
+
+class _TimedKernel:
+    """Stands in for a kernel of ``kalman_cuda._programs``: each launch synchronised and
+    timed (launch and run together), the seconds added to ``seconds[name]``."""
+
+    def __init__(self, name, kernel, seconds):
+        self.name, self.kernel, self.seconds = name, kernel, seconds
+
+    def __getitem__(self, grid):
+        def run(*args):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            self.kernel[grid](*args)
+            cuda.synchronize()
+            self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - t0
+        return run
+
+
+def scan_profile(n_steps: int) -> None:
+    """The GPU scan of one long series: the whole call, then each kernel (summed over the
+    levels), the host's chunk planning and per-series totals, and the kernels' registers."""
+    from bulkem.models.ssm.plan import chunk0_for, plan_levels
+
+    for name, (kind, model) in long_models().items():
+        y = simulate_rw(model, n_steps, 2) if kind == "rw" else simulate_ar(model, 1, n_steps, 2)[0]
+        batch = pack([y], model)
+        md = batch.models
+        dev = kalman_cuda.to_device(batch)
+        kalman_cuda.scan(batch, dev=dev)
+        t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=5)
+        chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
+                            config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
+        tp, levels = timed(lambda b=batch, c=chunk0: plan_levels(
+            b.offsets, c, config.KALMAN_CUDA_SCAN_CHUNK))
+        print(f"\n# {name}: scan of {n_steps:,} steps, data on the GPU: {t * 1e3:.3f} ms "
+              f"(best of 5); {len(levels)} levels, {levels[0].n_chunks:,} chunks of "
+              f"{chunk0} steps at level 0")
+        print(f"  plan_levels (host)                       {tp * 1e3:9.3f}")
+        p = kalman_cuda._programs(md.nx, md.ny, md.kind, batch.y.dtype)
+        names = ("scan_up0", "scan_up", "scan_down", "scan_final")
+        kernels = {k: p[k] for k in names}
+        seconds: dict = {}
+        try:
+            for k in names:
+                p[k] = _TimedKernel(k, kernels[k], seconds)
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            kalman_cuda.scan(batch, dev=dev)
+            cuda.synchronize()
+            whole = time.perf_counter() - t0
+        finally:
+            p.update(kernels)
+        for k in names:
+            print(f"  {k:<12} (launch + run, all levels)  {seconds.get(k, 0.0) * 1e3:9.3f}")
+        print(f"  the rest (host: tables, copies, totals)  "
+              f"{(whole - sum(seconds.values())) * 1e3:9.3f}")
+        for k in names:
+            for cres in kernels[k].overloads.values():
+                print(f"  {k}: {getattr(cres, 'regs_per_thread', '?')} registers, "
+                      f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per "
+                      "thread")
 
 
 def profile(y, model, dtype: str, n_steps: int) -> None:

@@ -188,9 +188,10 @@ KALMAN_CUDA_SCAN_TARGET_CHUNKS = 1 << 18
 # Splash.
 KALMAN_CPU_SPLASH_BLOCK = 256  # time steps per parallel task
 KALMAN_SPLASH_BROAD_VAR = 1e6  # default variance of the broad prior that starts each window
-# Splash step terms are summed in chunks of this many steps (on the GPU, a
-# thread per chunk), then the chunks of a series in order: one order on both
-# engines, and only the chunk sums leave the GPU.
+# Splash step terms are summed in chunks of this many steps (on the GPU, by the
+# first thread of the chunk's threads, in one block), then the chunks of a
+# series in order: one order on both engines, and only the chunk sums leave the
+# GPU.  At most 1,024 (threads per block).
 KALMAN_SPLASH_SUM_CHUNK = 64
 
 # CUDA launches.

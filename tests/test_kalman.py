@@ -307,6 +307,53 @@ def test_splash_matches_oracle(kbackend, seed):
                             for y, md in zip(a, models, strict=True)])
 
 
+def test_splash_sum_chunks_inside_series(kbackend, seed, monkeypatch):
+    """Sum chunks of 4 steps, two to a GPU block, cut a ragged batch inside its series
+    (missing rows, a one-step series): every path equals the oracle, the CUDA engine
+    equals the CPU engine, and a failing first step is reported where it is."""
+    from bulkem.engines import kalman_cpu
+    from bulkem.ssm import pack_series
+
+    monkeypatch.setattr(config, "KALMAN_SPLASH_SUM_CHUNK", 4)
+    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 8)
+    if kbackend == "cuda":
+        from bulkem.engines import kalman_cuda as engine
+    else:
+        engine = kalman_cpu
+    rng = np.random.default_rng(seed)
+    m = ar3()
+    a = [m.simulate(n, rng)[:, 0] for n in (9, 1, 30, 13)]
+    a[2][[0, 4, 5, 17]] = np.nan
+    a[3][6] = np.nan
+
+    def batch_of(ys, models):
+        return pack_series([(k, y[:, None]) for k, y in enumerate(ys)], models,
+                           len(models) == 1, np.dtype("float64"))[0]
+
+    batch = batch_of(a, [m])
+    want = [splash_loglik(y, m.F, m.H, m.Q, m.R, m.m0, m.P0, 3, 1e3) for y in a]
+    for shared in (None, False):
+        got = engine.splash(batch, 3, 1e3, shared=shared)
+        assert_rel(got.loglik, want)
+        assert list(got.n_obs) == [9, 1, 26, 12]
+        assert list(got.fail) == [-1] * 4
+        cpu = kalman_cpu.splash(batch, 3, 1e3, shared=shared)
+        assert_rel(got.loglik, cpu.loglik)
+    if kbackend == "cuda":  # the same device batch again: its kept plan, then a new chunk
+        dev = engine.to_device(batch)
+        for chunk in (4, 4, 5):
+            monkeypatch.setattr(config, "KALMAN_SPLASH_SUM_CHUNK", chunk)
+            got = engine.splash(batch, 3, 1e3, dev=dev)
+            assert_rel(got.loglik, want)
+            assert list(got.n_obs) == [9, 1, 26, 12]
+        assert len(dev.scratch) == 2
+    # a known state observed without noise: S = 0 at the first step, only there
+    exact_state = StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.0, P0=np.zeros((3, 3)))
+    got = engine.splash(batch_of([a[0], a[3]], [m, exact_state]), 3, 1e3)
+    assert list(got.fail) == [-1, 0]
+    assert_rel(got.loglik[:1], want[:1])
+
+
 # --- input forms and bad input ------------------------------------------------------------
 
 

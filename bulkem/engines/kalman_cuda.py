@@ -15,7 +15,14 @@ this module holds the kernels that loop and the host side.
 * ``scan``: the blocked scan of :mod:`bulkem.models.ssm.plan`, a kernel
   launch per level up and down: a thread per chunk, the chunk elements in
   global memory field by field.
-* ``splash``: a thread per time step.
+* ``splash``: a thread per time step, in one kernel launch: a block per
+  chunk (or a few) of ``config.KALMAN_SPLASH_SUM_CHUNK`` steps adds its
+  chunk's terms in step order from shared memory, and only the chunk sums
+  come back.  The host side was most of the cost (one long series of 10^6
+  steps: 61 driver calls, 2.1 ms on an H100), so what does not change between
+  calls on a device batch (chunk table, buffers, the shared covariance
+  recursion, the marshalled launch) is made once: a call is one launch and
+  one copy back (0.21 ms for a 2-D random walk, 0.47 ms for AR(10)).
 
 Importing this module never fails for lack of a GPU (the CUDA engine's
 module sets up numba.cuda, with its numpy shim and simulator shims).
@@ -23,11 +30,12 @@ module sets up numba.cuda, with its numpy shim and simulator shims).
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
 from numba import config as numba_config
-from numba import float32, float64
+from numba import float32, float64, int8, njit
 
 from .. import config
 from ..models.ssm.kalman import make_kalman
@@ -38,7 +46,6 @@ from ..models.ssm.plan import (
     gather,
     plan_levels,
     shared_series,
-    step_chunks,
     subset,
 )
 from ..models.ssm.scan import element_size, make_scan
@@ -64,6 +71,18 @@ def _grid(n: int) -> tuple[int, int]:
 _compiled: dict = {}
 
 
+def _math(nx: int, ny: int, kind: int, dtype):
+    """The per-step device functions of one (dimensions, structure, dtype): Kalman steps,
+    scan elements and splash points, built once per process."""
+    key = ("math", nx, ny, kind, np.dtype(dtype).name)
+    if key not in _compiled:
+        dt = np.dtype(dtype).type
+        steps = make_kalman(nx, ny, kind, dt, _device)
+        _compiled[key] = (steps, make_scan(nx, ny, kind, dt, _device, steps),
+                          make_splash(nx, ny, dt, _device, steps))
+    return _compiled[key]
+
+
 def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     """The kernels for one (dimensions, structure, dtype), compiled once per process."""
     key = (nx, ny, kind, np.dtype(dtype).name)
@@ -71,10 +90,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         return _compiled[key]
     dt = np.dtype(dtype).type
     cdt = float32 if dt == np.float32 else float64
-    steps = make_kalman(nx, ny, kind, dt, _device)
-    sc = make_scan(nx, ny, kind, dt, _device, steps)
-    sp = make_splash(nx, ny, dt, _device, steps)
-    splash_point, splash_shared = sp.point, sp.point_shared
+    steps, sc, _ = _math(nx, ny, kind, dt)
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     set_prior, predict, filter_range, filter_mean_range = (
         steps.set_prior, steps.predict, steps.filter_range, steps.filter_mean_range)
@@ -226,69 +242,107 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         nobs[c] = n
         fail[c] = lo[c] + f if f >= 0 else -1
 
+    progs = dict(exact=exact, exact_shared=exact_shared, scan_up0=scan_up0, scan_up=scan_up,
+                 scan_down=scan_down, scan_final=scan_final, ne=element_size(nx))
+    _compiled[key] = progs
+    return progs
+
+
+def _splash_program(nx: int, ny: int, kind: int, dtype, chunk: int, per_block: int):
+    """The fused splash kernel: a block holds ``per_block`` chunks of ``chunk`` steps.
+
+    Each thread computes the term of one step; then the first thread of each
+    chunk adds its chunk's terms from shared memory, in step order (as the
+    CPU engine's ``plan.chunk_sums``: the same bits), and writes the chunk's
+    sum, observed steps and first failing step (or -1) to column ``c`` of
+    ``sums`` (float64, shape (3, n_chunks)).  ``starts[s]`` is the first chunk
+    of series ``s`` (``starts[-1]``: the number of chunks).
+    """
+    key = ("splash", nx, ny, kind, np.dtype(dtype).name, chunk, per_block)
+    if key in _compiled:
+        return _compiled[key]
+    dt = np.dtype(dtype).type
+    cdt = float32 if dt == np.float32 else float64
+    _, _, sp = _math(nx, ny, kind, dt)
+    point, point_shared = sp.point, sp.point_shared
+    NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
+    CHUNK, PER_BLOCK, TPB = chunk, per_block, chunk * per_block
+    chunk_bounds = _device(_chunk_bounds)
+
     @cuda.jit
-    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, shared, Ws, Ls, logdets, ll,
-               obs, fail):
-        t = cuda.grid(1)
-        if t >= offsets[offsets.shape[0] - 1]:
-            return
-        lo_s = 0  # binary search: the series s with offsets[s] <= t < offsets[s + 1]
-        hi_s = offsets.shape[0] - 1
-        while hi_s - lo_s > 1:
-            mid = (lo_s + hi_s) // 2
-            if offsets[mid] <= t:
-                lo_s = mid
-            else:
-                hi_s = mid
-        k = midx[lo_s]
+    def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, shared, Ws, Ls, logdets,
+               starts, sums):
+        terms = cuda.shared.array(TPB, float64)
+        flags = cuda.shared.array(TPB, int8)  # 1: observed, 2: failed
         m = cuda.local.array(NX, cdt)
         P = cuda.local.array(NXX, cdt)
         T = cuda.local.array(NXX, cdt)
         U = cuda.local.array(NXY, cdt)
         L = cuda.local.array(NYY, cdt)
         e = cuda.local.array(NY, cdt)
-        done = False
-        ok = True
+        i = cuda.threadIdx.x
+        j = i % CHUNK
+        s, lo, hi = chunk_bounds(starts, offsets, cuda.blockIdx.x * PER_BLOCK + i // CHUNK,
+                                  CHUNK)
+        t = lo + j
         a = 0.0
-        o = False
-        if shared:
-            a, o, done = splash_shared(F[k], H[k], y, offsets[lo_s], t, window, m, T, U, L, e,
-                                       Ws, Ls, logdets)
-        if not done:
-            a, o, ok = splash_point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[lo_s], t,
-                                    window, broad, m, P, T, U, L, e)
-        ll[t] = a
-        obs[t] = 1 if o else 0
-        fail[t] = 0 if ok else 1
+        flag = 0
+        if t < hi:
+            k = midx[s]
+            done = False
+            ok = True
+            o = False
+            if shared:
+                a, o, done = point_shared(F[k], H[k], y, offsets[s], t, window, m, T, U, L, e,
+                                          Ws, Ls, logdets)
+            if not done:
+                a, o, ok = point(F[k], H[k], Q[k], R[k], m0[k], P0[k], y, offsets[s], t,
+                                 window, broad, m, P, T, U, L, e)
+            flag = (1 if o else 0) + (0 if ok else 2)
+        terms[i] = a
+        flags[i] = flag
+        cuda.syncthreads()
+        if j == 0 and lo < hi:
+            acc = 0.0
+            n = 0
+            first = -1
+            for q in range(hi - lo):
+                acc += terms[i + q]
+                n += flags[i + q] & 1
+                if first < 0 and flags[i + q] & 2:
+                    first = lo + q
+            c = cuda.blockIdx.x * PER_BLOCK + i // CHUNK
+            sums[0, c] = acc
+            sums[1, c] = n
+            sums[2, c] = first
 
-    @cuda.jit
-    def chunk_sums(ll_t, obs_t, fail_t, lo, hi, ll_c, n_c, fail_c):
-        """Per chunk, in step order: sum of the step terms, observed steps, first failure."""
-        c = cuda.grid(1)
-        if c >= lo.shape[0]:
-            return
-        acc = 0.0
-        n = 0
-        f = -1
-        for t in range(lo[c], hi[c]):
-            acc += ll_t[t]
-            n += obs_t[t]
-            if f < 0 and fail_t[t] != 0:
-                f = t
-        ll_c[c] = acc
-        n_c[c] = n
-        fail_c[c] = f
+    _compiled[key] = splash
+    return splash
 
-    progs = dict(chunk_sums=chunk_sums, exact=exact, exact_shared=exact_shared,
-                 scan_up0=scan_up0, scan_up=scan_up,
-                 scan_down=scan_down, scan_final=scan_final, splash=splash,
-                 ne=element_size(nx))
-    _compiled[key] = progs
-    return progs
+
+def _chunk_bounds(starts, offsets, c, chunk):
+    """Series ``s`` of chunk ``c`` and the chunk's rows ``lo .. hi - 1`` (empty past the end)."""
+    if c >= starts[starts.shape[0] - 1]:
+        return 0, 0, 0
+    lo_s = 0  # binary search: the last series s with starts[s] <= c (empty series skipped)
+    hi_s = starts.shape[0] - 1
+    while hi_s - lo_s > 1:
+        mid = (lo_s + hi_s) // 2
+        if starts[mid] <= c:
+            lo_s = mid
+        else:
+            hi_s = mid
+    lo = offsets[lo_s] + (c - starts[lo_s]) * chunk
+    return lo_s, lo, min(lo + chunk, offsets[lo_s + 1])
 
 
 class DeviceBatch(NamedTuple):
-    """A :class:`SeriesBatch` copied to the GPU (arrays in the same order)."""
+    """A :class:`SeriesBatch` copied to the GPU (arrays in the same order).
+
+    ``scratch`` keeps what later calls on the same batch reuse (the splash
+    kernel's chunk table, output buffers and prepared launch), and frees it
+    with the batch.
+    """
 
     y: object
     offsets: object
@@ -299,13 +353,19 @@ class DeviceBatch(NamedTuple):
     R: object
     m0: object
     P0: object
+    scratch: dict
+
+    @property
+    def arrays(self) -> tuple:
+        """The device arrays, in the kernels' argument order (``scratch`` left out)."""
+        return self[:9]
 
 
 def to_device(batch: SeriesBatch) -> DeviceBatch:
     """Copy a batch to the current GPU (for repeated calls on the same data, and timings)."""
     md = batch.models
     return DeviceBatch(*(cuda.to_device(a) for a in (
-        batch.y, batch.offsets, batch.model_idx, md.F, md.H, md.Q, md.R, md.m0, md.P0)))
+        batch.y, batch.offsets, batch.model_idx, md.F, md.H, md.Q, md.R, md.m0, md.P0)), {})
 
 
 def exact(batch: SeriesBatch, shared: bool | None = None,
@@ -363,7 +423,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
         m = sub.n_series
         ll_r, nobs_r, fail_r = (cuda.device_array(m), cuda.device_array(m, np.int64),
                                 cuda.device_array(m, np.int64))
-        p["exact"][_grid(m)](*sub_dev, ll_r, nobs_r, fail_r)
+        p["exact"][_grid(m)](*sub_dev.arrays, ll_r, nobs_r, fail_r)
         ll_h[rest], nobs_h[rest], fail_h[rest] = (
             ll_r.copy_to_host(), nobs_r.copy_to_host(), fail_r.copy_to_host())
     return LoglikOut(ll_h, nobs_h, fail_h)
@@ -430,29 +490,139 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
 
 def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,
            shared: bool | None = None) -> LoglikOut:
-    """The paper's windowed approximation, a thread per time step.
+    """The paper's windowed approximation, a thread per time step, in one kernel launch.
 
-    ``shared`` as for :func:`bulkem.engines.kalman_cpu.splash`; the shared
-    covariance recursion of a window is computed on the host.
+    Parameters
+    ----------
+    batch : SeriesBatch
+    window : int
+        Steps per window (see :mod:`bulkem.models.ssm.splash`).
+    broad : float
+        Variance of the broad prior that starts each window.
+    dev : DeviceBatch, optional
+        The batch already on the GPU (``to_device(batch)``); calls again with
+        the same one reuse its chunk table, buffers and prepared launch.
+    shared : bool, optional
+        As for :func:`bulkem.engines.kalman_cpu.splash`; the shared covariance
+        recursion of a window is computed on the host once per model, window
+        and broad prior, and kept on the GPU (:func:`_device_gains`).
+
+    Notes
+    -----
+    The step terms are added in chunks of ``config.KALMAN_SPLASH_SUM_CHUNK``
+    steps on the GPU, then the chunks of each series on the host, in the
+    order of the CPU engine: the same bits.  Only the chunk sums come back.
+    """
+    chunk = int(config.KALMAN_SPLASH_SUM_CHUNK)
+    per_block = max(1, config.KALMAN_CUDA_THREADS // chunk)
+    if chunk * per_block > _MAX_THREADS:
+        raise ValueError(f"config.KALMAN_SPLASH_SUM_CHUNK = {chunk}; the CUDA engine adds a "
+                         f"chunk in one block, so it must be at most {_MAX_THREADS}.")
+    reuse = dev is not None
+    dev = to_device(batch) if dev is None else dev
+    key = ("splash", threading.get_ident(), chunk, per_block, int(window), float(broad), shared)
+    plan = dev.scratch.get(key)
+    if plan is None:
+        plan = _splash_plan(batch, dev, window, broad, shared, chunk, per_block, reuse)
+        dev.scratch[key] = plan
+    if plan.launch is not None:  # (None: no steps at all)
+        plan.launch()
+        plan.sums.copy_to_host(plan.host)
+    return _series_totals(batch.offsets, plan.starts, plan.host)
+
+
+class _SplashPlan(NamedTuple):
+    """What a splash call on a device batch needs, made once (see :func:`splash`)."""
+
+    starts: np.ndarray  # first chunk of each series, then the number of chunks
+    sums: object  # (3, n_chunks) on the GPU: chunk sums, observed steps, first failure
+    host: np.ndarray  # where ``sums`` comes back (page-locked when reused)
+    launch: object  # the kernel with its arguments (compat.Launcher), or None
+
+
+def _splash_plan(batch, dev, window, broad, shared, chunk, per_block, reuse) -> _SplashPlan:
+    """Chunk table, buffers and prepared launch of the splash kernel for ``dev``."""
+    from .cuda.compat import Launcher
+
+    md = batch.models
+    starts = _chunk_starts(batch.offsets, chunk)
+    n = int(starts[-1])
+    if n == 0:
+        return _SplashPlan(starts, None, np.zeros((3, 0)), None)
+    kernel = _splash_program(md.nx, md.ny, md.kind, batch.y.dtype, chunk, per_block)
+    use, Ws, Ls, logdets = _device_gains(batch, window, broad, shared)
+    sums = cuda.device_array((3, n), np.float64)
+    host = cuda.pinned_array((3, n), np.float64) if reuse else np.empty((3, n))
+    args = (*dev.arrays, int(window), batch.y.dtype.type(broad), use, Ws, Ls, logdets,
+            cuda.to_device(starts), sums)
+    return _SplashPlan(starts, sums, host,
+                       Launcher(kernel[-(-n // per_block), chunk * per_block], args))
+
+
+_MAX_THREADS = 1024  # threads per block on every CUDA device so far
+
+# Shared splash covariance recursions on the GPU, by context, dtype, model, window and
+# broad prior (a few: a benchmark or a fit calls again with the same ones).
+_gains_cache: dict = {}
+_GAINS_CACHE_SIZE = 8
+
+
+def _device_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | None):
+    """:func:`bulkem.engines.kalman_cpu.splash_gains`, copied to the GPU once and kept.
+
+    Returns ``(use, Ws, Ls, logdets)``, the arrays on the current GPU.  The key
+    holds the bytes of the model's ``F, H, Q, R`` (the recursion starts from
+    ``N(0, broad I)``, not from the model's prior), so a changed model is a new
+    entry; the context in the entry keeps a reset device's arrays unused.
     """
     from .kalman_cpu import splash_gains
 
     md = batch.models
-    p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
-    dev = to_device(batch) if dev is None else dev
-    n_total = int(batch.offsets[-1])
-    ll_t = cuda.device_array(n_total, np.float64)
-    obs_t = cuda.device_array(n_total, np.int8)
-    fail_t = cuda.device_array(n_total, np.int8)
-    use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
-    p["splash"][_grid(n_total)](*dev, int(window), batch.y.dtype.type(broad), use,
-                                cuda.to_device(Ws), cuda.to_device(Ls), cuda.to_device(logdets),
-                                ll_t, obs_t, fail_t)
-    # Only the sums of chunks of steps come back (the CPU engine adds in the same order).
-    lev = step_chunks(batch.offsets, config.KALMAN_SPLASH_SUM_CHUNK)
-    n = lev.n_chunks
-    tables = cuda.to_device(np.concatenate([lev.lo, lev.hi]))
-    ll_c, n_c, fail_c = (cuda.device_array(n, np.float64), cuda.device_array(n, np.int64),
-                         cuda.device_array(n, np.int64))
-    p["chunk_sums"][_grid(n)](ll_t, obs_t, fail_t, tables[:n], tables[n:], ll_c, n_c, fail_c)
-    return gather(batch, lev, ll_c.copy_to_host(), n_c.copy_to_host(), fail_c.copy_to_host())
+    dt = batch.y.dtype
+    one = shared is not False and len(md.F) == 1
+    model = (int(window), float(broad), md.nx, md.ny, md.kind,
+             *(a.tobytes() for a in (md.F, md.H, md.Q, md.R))) if one else None
+    ctx = cuda.current_context()
+    key = (id(ctx), dt.name, model)
+    hit = _gains_cache.get(key)
+    if hit is None or hit[0] is not ctx:  # (the entry keeps its context alive: its id too)
+        use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
+        hit = (ctx, bool(use), cuda.to_device(Ws), cuda.to_device(Ls), cuda.to_device(logdets))
+        while len(_gains_cache) >= _GAINS_CACHE_SIZE:
+            del _gains_cache[next(iter(_gains_cache))]
+        _gains_cache[key] = hit
+    return hit[1:]
+
+
+def _chunk_starts(offsets: np.ndarray, chunk: int) -> np.ndarray:
+    """First chunk of each series when its steps are cut into chunks of ``chunk``
+    (as ``plan.step_chunks``); the last entry is the number of chunks."""
+    lengths = np.diff(offsets)
+    starts = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum((lengths + chunk - 1) // chunk, out=starts[1:])
+    return starts
+
+
+@njit(cache=True, nogil=True)
+def _totals(offsets, starts, sums, ll, nobs, fail):
+    for s in range(len(starts) - 1):
+        acc = 0.0
+        n = 0.0
+        f = -1
+        for c in range(starts[s], starts[s + 1]):
+            acc += sums[0, c]
+            n += sums[1, c]
+            if f < 0 and sums[2, c] >= 0:
+                f = int(sums[2, c]) - offsets[s]
+        ll[s] = acc
+        nobs[s] = int(n)
+        fail[s] = f
+
+
+def _series_totals(offsets: np.ndarray, starts: np.ndarray, sums: np.ndarray) -> LoglikOut:
+    """Per series, from the chunk sums of the splash kernel (``sums``, shape (3, n_chunks)):
+    the sum of its chunks in order (as ``plan.gather``), observed steps, first failing step."""
+    n = len(offsets) - 1
+    out = LoglikOut(np.zeros(n), np.zeros(n, np.int64), np.full(n, -1, np.int64))
+    _totals(np.asarray(offsets, np.int64), starts, sums, *out)
+    return out
