@@ -302,7 +302,7 @@ def section_b(args, gpu: bool) -> None:
         t, out = best_of(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=5)
         row(f"{name}: scan, GPU, data there", fmt_s(t), f"{t_seq / t:.1f}x",
             f"{out.loglik[0] - exact_ll:+.2e}")
-        for c0 in (8, 32, 64):  # the level-0 chunk (config.KALMAN_CUDA_SCAN_CHUNK0) tried
+        for c0 in (8, 32, 64, 128):  # the level-0 chunk (config.KALMAN_CUDA_SCAN_CHUNK0) tried
             t, out = best_of(lambda b=batch, d=dev, c0=c0: kalman_cuda.scan(b, chunk0=c0, dev=d),
                              repeat=3)
             row(f"  ... chunks of {c0} steps", fmt_s(t), f"{t_seq / t:.1f}x",

@@ -10,7 +10,10 @@ with the data already on the GPU: the whole ``kalman_cuda.exact`` call,
 then its phases one by one (each synchronised): the choice of sharing
 series, the shared covariance recursion on the host, the small copies, the
 shared-gains kernel (several block sizes) and the copy back; and the
-kernels' registers and local memory per thread.
+kernels' registers and local memory per thread.  ``--scan-only``: the
+time-parallel scan of one long series instead (the whole call with its plan
+kept, the plan, each phase of a call) and the level-0 chunk tried, on the
+long series and on its first 10,000 steps.
 """
 
 from __future__ import annotations
@@ -127,66 +130,77 @@ def splash_phases(batch, dev, w: int) -> None:
               f"{-(-n // per_block):,} blocks of {chunk * per_block}")
 
 
-class _TimedKernel:
-    """Stands in for a kernel of ``kalman_cuda._programs``: each launch synchronised and
-    timed (launch and run together), the seconds added to ``seconds[name]``."""
-
-    def __init__(self, name, kernel, seconds):
-        self.name, self.kernel, self.seconds = name, kernel, seconds
-
-    def __getitem__(self, grid):
-        def run(*args):
-            cuda.synchronize()
-            t0 = time.perf_counter()
-            self.kernel[grid](*args)
-            cuda.synchronize()
-            self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - t0
-        return run
-
-
 def scan_profile(n_steps: int) -> None:
-    """The GPU scan of one long series: the whole call, then each kernel (summed over the
-    levels), the host's chunk planning and per-series totals, and the kernels' registers."""
+    """The GPU scan of one long series: the whole call (the plan kept with the device batch),
+    the first call's plan, then each phase of a call (the launches summed by kernel over the
+    levels, the copy back, the host totals), the kernels' registers, and the level-0 chunk."""
     from bulkem.models.ssm.plan import chunk0_for, plan_levels
 
+    chunk = config.KALMAN_CUDA_SCAN_CHUNK
     for name, (kind, model) in long_models().items():
         y = simulate_rw(model, n_steps, 2) if kind == "rw" else simulate_ar(model, 1, n_steps, 2)[0]
         batch = pack([y], model)
         md = batch.models
         dev = kalman_cuda.to_device(batch)
-        kalman_cuda.scan(batch, dev=dev)
-        t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=5)
+        out = kalman_cuda.scan(batch, dev=dev)
+        t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=20)
         chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
                             config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
-        tp, levels = timed(lambda b=batch, c=chunk0: plan_levels(
-            b.offsets, c, config.KALMAN_CUDA_SCAN_CHUNK))
+        tn, _ = timed(lambda b=batch: kalman_cuda.scan(b, dev=kalman_cuda.to_device(b)),
+                      repeat=3)
         print(f"\n# {name}: scan of {n_steps:,} steps, data on the GPU: {t * 1e3:.3f} ms "
-              f"(best of 5); {len(levels)} levels, {levels[0].n_chunks:,} chunks of "
-              f"{chunk0} steps at level 0")
-        print(f"  plan_levels (host)                       {tp * 1e3:9.3f}")
-        p = kalman_cuda._programs(md.nx, md.ny, md.kind, batch.y.dtype)
-        names = ("scan_up0", "scan_up", "scan_down", "scan_final")
-        kernels = {k: p[k] for k in names}
+              f"(best of 20); loglik {out.loglik[0]!r}")
+        print("  made once per device batch (kept in dev.scratch):")
+        tp, plan = timed(lambda b=batch, d=dev, c=chunk0: kalman_cuda._scan_plan(
+            b, d, c, chunk, True), repeat=3)
+        print(f"    the whole plan (best of 3)                 {tp * 1e3:9.3f}")
+        tl, levels = timed(lambda b=batch, c=chunk0: plan_levels(b.offsets, c, chunk))
+        print(f"    plan_levels (host)                         {tl * 1e3:9.3f}")
+        print(f"    ({len(levels)} levels, {levels[0].n_chunks:,} chunks of {chunk0} steps at "
+              f"level 0; a call on a new device batch, copy of the data included: "
+              f"{tn * 1e3:.3f} ms)")
+        print("  every call (best of 20 each, synchronised):")
         seconds: dict = {}
-        try:
-            for k in names:
-                p[k] = _TimedKernel(k, kernels[k], seconds)
-            cuda.synchronize()
-            t0 = time.perf_counter()
-            kalman_cuda.scan(batch, dev=dev)
-            cuda.synchronize()
-            whole = time.perf_counter() - t0
-        finally:
-            p.update(kernels)
-        for k in names:
-            print(f"  {k:<12} (launch + run, all levels)  {seconds.get(k, 0.0) * 1e3:9.3f}")
-        print(f"  the rest (host: tables, copies, totals)  "
-              f"{(whole - sum(seconds.values())) * 1e3:9.3f}")
-        for k in names:
-            for cres in kernels[k].overloads.values():
+        for k, launch in plan.launches:
+            tk, _ = timed(launch, repeat=20)
+            seconds[k] = seconds.get(k, 0.0) + tk
+        for k, tk in seconds.items():
+            print(f"    {k:<12} (launch + run, all levels)   {tk * 1e3:9.3f}")
+        tc, _ = timed(lambda p=plan: p.sums.copy_to_host(p.host), repeat=20)
+        label = f"copy_to_host ({plan.sums.shape[0]} x {plan.sums.shape[1]:,}, pinned)"
+        print(f"    {label:<42} {tc * 1e3:9.3f}")
+        th, _ = timed(lambda b=batch, p=plan: kalman_cuda._series_totals(b.offsets, p.starts,
+                                                                         p.host), repeat=20)
+        print(f"    per-series totals (host)                   {th * 1e3:9.3f}")
+        print(f"    the rest of a call (host)                  "
+              f"{(t - sum(seconds.values()) - tc - th) * 1e3:9.3f}")
+        p = kalman_cuda._programs(md.nx, md.ny, md.kind, batch.y.dtype)
+        for k in ("scan_up0", "scan_up", "scan_down", "scan_final"):
+            for cres in p[k].overloads.values():
                 print(f"  {k}: {getattr(cres, 'regs_per_thread', '?')} registers, "
                       f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per "
                       "thread")
+        scan_chunks(batch, dev, name)
+        if n_steps > 10_000:  # a shorter series: fewer threads, the latency of each level
+            short = pack([y[:10_000]], model)
+            scan_chunks(short, kalman_cuda.to_device(short), name)
+
+
+def scan_chunks(batch, dev, name: str) -> None:
+    """The level-0 chunk (``config.KALMAN_CUDA_SCAN_CHUNK0``) tried: the whole call, its
+    plan kept (best of 10), the levels, and the log-likelihood."""
+    from bulkem.models.ssm.plan import plan_levels
+
+    n = int(batch.offsets[-1])
+    print(f"  {name}, {n:,} steps: level-0 chunk (config.KALMAN_CUDA_SCAN_CHUNK0 = "
+          f"{config.KALMAN_CUDA_SCAN_CHUNK0}), ms per call, best of 10:")
+    for c0 in (8, 16, 32, 64, 128, 256):
+        out = kalman_cuda.scan(batch, chunk0=c0, dev=dev)  # (its plan)
+        t, _ = timed(lambda b=batch, d=dev, c=c0: kalman_cuda.scan(b, chunk0=c, dev=d),
+                     repeat=10)
+        levels = plan_levels(batch.offsets, c0, config.KALMAN_CUDA_SCAN_CHUNK)
+        print(f"    chunks of {c0:>3} steps: {t * 1e3:9.3f} ms  ({len(levels)} levels, "
+              f"{levels[0].n_chunks:>7,} chunks; loglik {out.loglik[0]!r})")
 
 
 def profile(y, model, dtype: str, n_steps: int) -> None:

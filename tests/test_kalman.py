@@ -200,6 +200,52 @@ def test_scan_long_series_many_levels(seed):
     assert out.n_obs[0] == 380
 
 
+def test_scan_kept_plan_and_one_level(kbackend, seed, monkeypatch):
+    """A ragged batch (missing rows, a one-step series, a failing first step): the scan
+    equals the oracle; on the GPU a call again on the same device batch (its kept plan)
+    gives the same bits, and new chunk settings a new plan with the oracle's numbers; one
+    level alone (every series in one chunk) reports no failure where there is none."""
+    from bulkem.engines import kalman_cpu
+    from bulkem.ssm import pack_series
+
+    if kbackend == "cuda":
+        from bulkem.engines import kalman_cuda as engine
+    else:
+        engine = kalman_cpu
+    rng = np.random.default_rng(seed)
+    m = ar3()
+    exact_state = StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.0, P0=np.zeros((3, 3)))
+    a = [m.simulate(n, rng)[:, 0] for n in (9, 1, 30, 13)]
+    a[2][[0, 4, 5, 17]] = np.nan
+    a[3][6] = np.nan
+    batch = pack_series([(k, y[:, None]) for k, y in enumerate(a + [a[0]])],
+                        [m] * 4 + [exact_state], False, np.dtype("float64"))[0]
+    want = [ref_loglik(y, m) for y in a]
+
+    def check(got):
+        assert_rel(got.loglik[:4], want)
+        assert list(got.n_obs[:4]) == [9, 1, 26, 12]
+        assert list(got.fail) == [-1] * 4 + [0]  # S = 0 at the first step, only there
+
+    check(engine.scan(batch, chunk0=40, chunk=2))  # one level
+    if kbackend == "cpu":
+        check(engine.scan(batch))
+        return
+    dev = engine.to_device(batch)
+    seen = {}
+    for c0, c in ((3, 2), (3, 2), (5, 3), (40, 2), (3, 2)):
+        monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK0", c0)
+        monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK", c)
+        got = engine.scan(batch, dev=dev)
+        check(got)
+        if (c0, c) in seen:  # the kept plan: the same bits
+            assert got.loglik.tobytes() == seen[c0, c].loglik.tobytes()
+        seen[c0, c] = got
+    assert len(dev.scratch) == 3
+    assert engine.scan(batch).loglik.tobytes() == got.loglik.tobytes()  # a fresh device batch
+    assert_rel(got.loglik, kalman_cpu.scan(batch, chunk0=3, chunk=2).loglik)
+
+
 def test_float32_close_to_float64(kbackend, seed):
     a, _, _, _ = _data(seed)
     m = ar3()
