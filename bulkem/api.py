@@ -239,9 +239,11 @@ def fit(
         "kmeans++" (Gaussian family only): means at k-means++ seeds (each
         next centre drawn with probability proportional to the squared
         distance to the nearest one so far), variances of the observations
-        nearest each centre, equal weights.  None: the family's default,
-        "subset" for "invgauss" and "kmeans++" for "gaussian" (the seeding
-        scikit-learn users expect).
+        nearest each centre, equal weights; a dataset of more than 2,048
+        observations (64 per component if more) is seeded from a random
+        sample of that many (``config.KMEANS_SAMPLE_OBS``).  None: the
+        family's default, "subset" for "invgauss" and "kmeans++" for
+        "gaussian" (the seeding scikit-learn users expect).
     checkpoint : str or os.PathLike, optional
         A run directory: the datasets are fitted in chunks, each written there
         (Parquet) as it finishes, and the same call again after a crash fits

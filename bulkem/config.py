@@ -46,6 +46,12 @@ MAX_IG_SHAPE = 1e14
 # time, the same share of fits within 1e-6 of float64 (on the CPU too).
 ESTEP_BLOCK_OBS = {"float64": 256, "float32": 128}
 
+# The CPU's E-step takes a block's observations this many at a time, the
+# per-observation arithmetic unchanged (same bits) but with the inner loops
+# over the tile's observations, which the compiler vectorises
+# (bulkem.models.mixture.fused._make_tiled).  0: one at a time.
+CPU_TILE_OBS = 64
+
 # An E-step uses the linear (expanded) form of the log densities, fast, only
 # where its rounding bound (bulkem.models.mixture.fused.rounding_bound, a few
 # eps times the largest summed term) is at most this fraction of the previous
@@ -57,6 +63,14 @@ EXACT_RTOL = {"float64": 2.0**-40, "float32": 2.0**-12}
 
 # --- random starts ---
 SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
+# k-means++ starts (init_method="kmeans++") of a dataset with more observations
+# than max(KMEANS_SAMPLE_OBS, KMEANS_SAMPLE_PER_COMPONENT * M) are seeded from
+# that many drawn at random (fitting.starts.kmeanspp_rows): the seeding and the
+# variances of the start cost O(n M D) each, 0.3-0.5 s of host time for the CUDA
+# EM paper's 230,400 x 32 dimensions and 32 components (six times its 100 GPU
+# iterations), 4 ms from 2,048.  Smaller datasets use every observation.
+KMEANS_SAMPLE_OBS = 2048
+KMEANS_SAMPLE_PER_COMPONENT = 64
 # Dataset keys (fitting.starts.dataset_keys): a dataset of at least this many
 # float64 words is hashed by blocks of HASH_BLOCK_WORDS in parallel.
 HASH_BLOCKED_MIN_WORDS = 1 << 20

@@ -303,6 +303,33 @@ def test_kmeanspp_spreads_the_centres():
     assert np.mean([len(set(s)) == 3 for s in per_start]) >= 0.8
 
 
+def test_kmeanspp_of_a_large_dataset_works_on_a_sample(monkeypatch):
+    """Beyond config.KMEANS_SAMPLE_OBS observations the seeding uses a drawn sample.
+
+    Datasets up to the sample size keep their starts; a larger one gets
+    centres among its observations, the same alone and in a batch, and the
+    far-apart clumps are still found.
+    """
+    rng = np.random.default_rng(4)
+    big = np.concatenate([rng.normal(c, 0.1, (100, 2)) for c in (0.0, 50.0, 100.0)])
+    small = _data(40, 2, 5, n_comp=3)
+    kw = dict(family="gaussian", n_components=3, n_starts=6, max_iter=1, seed=3, backend="cpu")
+    full = bulkem.fit([small, big], **kw).start_values
+    monkeypatch.setattr(config, "KMEANS_SAMPLE_OBS", 60)
+    monkeypatch.setattr(config, "KMEANS_SAMPLE_PER_COMPONENT", 2)
+    both = bulkem.fit([small, big], **kw).start_values
+    cols = [c for c in both.columns if c != "dataset"]
+    assert both[both.dataset == 0].equals(full[full.dataset == 0])  # 40 <= 60: all rows
+    sampled = both[both.dataset == 1][cols].to_numpy()
+    assert not np.array_equal(sampled, full[full.dataset == 1][cols].to_numpy())
+    alone = bulkem.fit([big], **kw).start_values
+    assert np.array_equal(alone[cols].to_numpy(), sampled)
+    means = both[both.dataset == 1][["mean_1", "mean_2"]].to_numpy()
+    assert all((big == m).all(axis=1).any() for m in means)
+    clumps = np.round(means[:, 0] / 50).astype(int).reshape(6, 3)
+    assert np.mean([len(set(s)) == 3 for s in clumps]) >= 0.8
+
+
 def test_tables_and_params_shapes():
     x = _data(80, 3, 8, n_comp=2)
     res = bulkem.fit({"a": x}, family="gaussian", n_components=2, n_starts=3, seed=1,
@@ -371,6 +398,30 @@ def test_regime_choice(monkeypatch):
     assert wide.use_large(job(threads - 1, 10**6), "cpu") == (threads > 1)
     assert not wide.use_large(job(threads, 10**6), "cpu")
     assert not wide.use_large(job(0, 10**6), "cpu")
+
+
+def test_tiled_estep_gives_the_bits_of_one_observation_at_a_time(monkeypatch, seed):
+    """config.CPU_TILE_OBS changes the loops' shape only: the same fits, bit for bit.
+
+    A tile of 5 observations crosses the blocks of 256 (the 300-observation
+    dataset); the inverse-Gaussian family takes the generic tile of its
+    per-observation hooks, the Gaussian its own ``logdens_tile``.
+    """
+    rng = np.random.default_rng(seed)
+    cases = [("gaussian", [_data(300, 2, seed, n_comp=3), _data(41, 2, seed + 1, n_comp=3)],
+              ("float64", "float32")),
+             ("invgauss", [rng.wald(1.0, 3.0, 300) + rng.integers(0, 2, 300) * 4,
+                           rng.wald(2.0, 5.0, 41)], ("float64",))]
+    for family, x, dtypes in cases:
+        for dtype in dtypes:
+            kw = dict(family=family, n_components=3, n_starts=3, max_iter=30, seed=seed,
+                      backend="cpu", dtype=dtype)
+            fits = []
+            for tile in (0, 5):
+                monkeypatch.setattr(config, "CPU_TILE_OBS", tile)
+                fits.append(bulkem.fit(x, **kw))
+            assert fits[1].starts.equals(fits[0].starts), (family, dtype)
+            assert fits[1].components.equals(fits[0].components), (family, dtype)
 
 
 def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(monkeypatch, seed):

@@ -251,7 +251,10 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
     among the dataset's observations and the family's ``centre_init`` turns
     them into starting parameters (for the Gaussian family: means at the
     centres, variances from the observations nearest each centre, equal
-    weights).  Arguments and result as :func:`subset_starts`.
+    weights).  Datasets of more than ``config.KMEANS_SAMPLE_OBS``
+    observations (at least ``config.KMEANS_SAMPLE_PER_COMPONENT`` per
+    component) are seeded from a random sample of that many
+    (:func:`kmeanspp_rows`).  Arguments and result as :func:`subset_starts`.
 
     Raises
     ------
@@ -269,16 +272,41 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
     x = values if values.ndim == 2 else values[:, None]
     if out is None:
         out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
-    kernel(x, offsets, fit_ds, fit_start, keys, seed_key(seed), n_components, out)
+    size = max(config.KMEANS_SAMPLE_OBS, config.KMEANS_SAMPLE_PER_COMPONENT * n_components)
+    kernel(x, offsets, fit_ds, fit_start, keys, seed_key(seed), n_components, size, out)
     return out
+
+
+# Counters of the sample's draws (kmeanspp_rows): beyond any counter of the seeding.
+_SAMPLE_COUNTER = 1 << 40
+
+
+@njit(inline="always")
+def kmeanspp_rows(x, seed, key, start, size):
+    """The rows k-means++ works on: all of ``x``, or ``size`` of them drawn for large ``x``.
+
+    A dataset of more than ``size`` observations is represented by ``size``
+    rows drawn uniformly with replacement (draws ``uniform(seed, key, start,
+    _SAMPLE_COUNTER + k)``), in the dataset's order: seeding and the family's
+    ``centre_init`` then cost ``O(size M D)`` instead of ``O(n M D)``.
+    """
+    n = x.shape[0]
+    if n <= size:
+        return x
+    idx = np.empty(size, dtype=np.int64)
+    for k in range(size):
+        idx[k] = min(int(uniform(seed, key, start, _SAMPLE_COUNTER + k) * n), n - 1)
+    idx.sort()
+    return x[idx]
 
 
 def _make_centre_kernel(init_fn, name: str):
     @njit_cached(("kmeans++", name), parallel=True)
-    def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, out):
+    def kernel(values, offsets, fit_ds, fit_start, keys, seed, m, size, out):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
-            x = values[offsets[d] : offsets[d + 1]]
+            x = kmeanspp_rows(values[offsets[d] : offsets[d + 1]], seed, keys[d], fit_start[f],
+                              size)
             centres = np.empty(m, dtype=np.int64)
             kmeanspp_centres(x, seed, keys[d], fit_start[f], centres)
             init_fn(x, centres, out[f])

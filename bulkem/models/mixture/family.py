@@ -116,6 +116,13 @@ class Family:
         of ``sum_i sum_k |c[m, k] g_k(x_i)|`` (``c`` the linear coefficients)
         from the totals ``tot[k] = sum_i g_k(x_i)``: how large the linear
         form's terms get (:func:`.fused.make_bound`).
+    logdens_tile, exact_logdens_tile : callable or None
+        CPU hooks ``f(c, m, D, X, T, n, v)``: ``v[m T + t]`` = ``logdens``
+        (``exact_logdens``) of observation ``t < n`` of a tile ``X[f T + t]``,
+        with the same operations in the same order, written so that the loop
+        over ``t`` is innermost and vectorises (:func:`.fused.make_pass`,
+        ``tile``); None: the per-observation hooks in a loop, enough when
+        they have no loop of their own.
     """
 
     name: str
@@ -146,6 +153,8 @@ class Family:
     exact_coef: Callable | None = None
     exact_logdens: Callable | None = None
     coef_bound: Callable | None = None
+    logdens_tile: Callable | None = None
+    exact_logdens_tile: Callable | None = None
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""

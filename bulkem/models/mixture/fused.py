@@ -78,7 +78,7 @@ def _block_obs(dtype, n_components: int) -> int:
     return max(block, 1)
 
 
-def make_pass(family, n_components, n_dims, dtype, jit, approx=None) -> Pass:
+def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0) -> Pass:
     """Build the E-step pieces of the driver.
 
     Parameters
@@ -93,6 +93,11 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None) -> Pass:
         Compiles a hook (see :func:`make_em`).
     approx : tuple, optional
         ``(exp_neg, recip)`` compiled by the engine (see :func:`make_math`).
+    tile : int, optional
+        With ``tile > 0`` (the CPU), ``estep`` and ``exact`` take the
+        observations ``tile`` at a time (:func:`_make_tiled`): the same
+        arithmetic in the same order, so the same bits, with the inner loops
+        over a tile's observations, which the compiler vectorises.
 
     Returns
     -------
@@ -254,8 +259,182 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None) -> Pass:
                 s -= stats[S * m + k]
             stats[k] = s
 
+    if tile:
+        estep, exact = _make_tiled(family, M, D, dtype, jit, (exp_neg, recip), int(BLOCK), FIRST,
+                                   tile)
     return Pass(jit(totals), jit(shift), jit(estep), jit(complete), FIRST, jit(exact),
                 int(BLOCK))
+
+
+def _tile_of(logdens_f, jit):
+    """``tile(c, m, D, X, T, n, v)``: ``v[m T + t] = logdens_f(c, m, D, X, T, t)``, t < n."""
+
+    def tile(c, m, D, X, T, n, v):
+        o = m * T
+        for t in range(n):
+            v[o + t] = logdens_f(c, m, D, X, T, t)
+
+    return jit(tile)
+
+
+def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: int):
+    """``estep`` and ``exact`` of :func:`make_pass`, ``tile`` observations at a time (CPU).
+
+    Each tile's features are copied twice, by feature (``X[f T + t]``, for
+    the log densities) and by observation (``XT[t NF + f]``, for ``accum``
+    with stride 1).  Every per-observation quantity of the one-at-a-time
+    passes is then computed for the whole tile, in loops over ``t`` that
+    keep each observation's own order of operations (the compiler vectorises
+    across observations, never within a sum), and the block's running sums
+    (``prod``, ``top_sum``, the statistics) still take the observations one
+    by one, in order.  The log densities of a tile come from the family's
+    ``logdens_tile`` / ``exact_logdens_tile`` where it has them (a loop over
+    the dimensions outside the loop over ``t``), else from its
+    per-observation hooks.  Tiles and blocks are independent: a tile may
+    hold the end of one block and the start of the next.
+    """
+    NF = family.n_features(D)
+    NS = family.n_stats(M, D)
+    S = NS // M
+    T = tile
+    FIRST = first
+    K0 = S * FIRST
+    BLOCK = block
+    accum_f = jit(family.accum)
+    lin_f = (jit(family.logdens_tile) if family.logdens_tile is not None
+             else _tile_of(jit(family.logdens), jit))
+    ex_f = (jit(family.exact_logdens_tile) if family.exact_logdens_tile is not None
+            else _tile_of(jit(family.exact_logdens), jit))
+    exp_neg, recip = math_f
+    ONE = dtype(1.0)
+    ZERO = dtype(0.0)
+    # scratch: X, XT (NF T each), V (M T), TOP, S, Q (T each)
+    OX, OXT, OV = 0, NF * T, 2 * NF * T
+    OTOP = OV + M * T
+    OS, OQ = OTOP + T, OTOP + 2 * T
+    NBUF = OTOP + 3 * T
+
+    def load(feat, stride, j, step, n, buf):
+        for f in range(NF):
+            src = f * stride + j
+            for t in range(n):
+                x = feat[src + t * step]
+                buf[OX + f * T + t] = x
+                buf[OXT + t * NF + f] = x
+
+    def take(part, stats, buf, n, acc, half):
+        """The tile's observations, one by one in order, into the running block ``acc``.
+
+        ``acc = (ll, prod, top_sum, count)``: a block (``BLOCK`` observations)
+        multiplies its sums ``s`` and adds its largest log densities, and its
+        statistics go to ``part``; a full block is logged into ``ll`` and
+        flushed into ``stats``.
+        """
+        ll, prod, top_sum, count = acc
+        XT = buf[OXT:OV]
+        for t in range(n):
+            prod *= buf[OS + t]
+            top_sum += buf[OTOP + t]
+            q = buf[OQ + t]
+            for m in range(FIRST, M):
+                accum_f(part, m, buf[OV + m * T + t] * q, D, XT, 1, t * NF)
+            count += 1
+            if count == BLOCK:
+                ll = flush(part, stats, ll, prod, top_sum, half)
+                prod, top_sum, count = ONE, ZERO, 0
+        return ll, prod, top_sum, count
+
+    def flush(part, stats, ll, prod, top_sum, half):
+        """Log a block's product into ``ll``; add its statistics to ``stats``, zero them."""
+        ll += math.log(np.float64(prod)) + half * np.float64(top_sum)
+        for k in range(K0, NS):
+            stats[k] += part[k]
+            part[k] = ZERO
+        return ll
+
+    def linear_tile(dcoef, buf, n, xc):
+        """``OS``, ``OTOP``, ``OQ`` and the responsibilities' numerators (``OV``) of a tile."""
+        V = buf[OV:OTOP]
+        if M == 2:
+            lin_f(dcoef, 1, D, buf[OX:OXT], T, n, V)
+            for t in range(n):
+                v = buf[OV + T + t]
+                a = abs(v)
+                e = exp_neg(a, xc)  # the smaller term relative to the larger
+                s = ONE + e
+                buf[OS + t] = s
+                buf[OTOP + t] = a
+                buf[OQ + t] = recip(s)
+                buf[OV + T + t] = ONE if v > ZERO else e
+                buf[OV + t] = e if v > ZERO else ONE
+            return
+        for t in range(n):
+            buf[OTOP + t] = ZERO
+        for m in range(1, M):
+            lin_f(dcoef, m, D, buf[OX:OXT], T, n, V)
+            for t in range(n):
+                buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
+        for t in range(n):
+            s = exp_neg(buf[OTOP + t], xc)  # component 0
+            buf[OV + t] = s
+            buf[OS + t] = s
+        for m in range(1, M):
+            for t in range(n):
+                e = exp_neg(buf[OTOP + t] - buf[OV + m * T + t], xc)
+                buf[OV + m * T + t] = e
+                buf[OS + t] += e
+        for t in range(n):
+            buf[OQ + t] = recip(buf[OS + t])
+
+    def exact_tile(ecoef, buf, n, xc):
+        """As :func:`linear_tile`, from the exact log densities of every component."""
+        V = buf[OV:OTOP]
+        ex_f(ecoef, 0, D, buf[OX:OXT], T, n, V)
+        for t in range(n):
+            buf[OTOP + t] = buf[OV + t]
+        for m in range(1, M):
+            ex_f(ecoef, m, D, buf[OX:OXT], T, n, V)
+            for t in range(n):
+                buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
+        for t in range(n):
+            buf[OS + t] = ZERO
+        for m in range(M):
+            for t in range(n):
+                e = exp_neg(buf[OTOP + t] - buf[OV + m * T + t], xc)
+                buf[OV + m * T + t] = e
+                buf[OS + t] += e
+        for t in range(n):
+            buf[OQ + t] = recip(buf[OS + t])
+
+    def make_run(tile_f, half):
+        """The pass over a lane's observations, a tile at a time."""
+
+        def run(cf, feat, stride, start, hi, step, stats, part, t_, xc):
+            stride, step, hi = np.int64(stride), np.int64(step), np.int64(hi)
+            buf = np.empty(NBUF, dtype)
+            for k in range(K0, NS):
+                part[k] = ZERO
+            acc = (0.0, ONE, ZERO, 0)
+            j = np.int64(start)
+            while j < hi:
+                n = min(T, (hi - j + step - 1) // step)
+                load(feat, stride, j, step, n, buf)
+                tile_f(cf, buf, n, xc)
+                acc = take(part, stats, buf, n, acc, half)
+                j += n * step
+            ll, prod, top_sum, count = acc
+            if count > 0:
+                ll = flush(part, stats, ll, prod, top_sum, half)
+            return ll
+
+        return run
+
+    load = jit(load)
+    flush = jit(flush)
+    take = jit(take)
+    linear_tile = jit(linear_tile)
+    exact_tile = jit(exact_tile)
+    return make_run(linear_tile, 0.5 if M == 2 else 1.0), make_run(exact_tile, 1.0)
 
 
 def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, first: int):

@@ -110,6 +110,42 @@ def exact_logdens(c, m, D, feat, stride, i):
     return v
 
 
+def logdens_tile(c, m, D, X, T, n, v):
+    """``logdens`` of the tile's observations ``t < n`` (``X[d T + t]``) into ``v[m T + t]``.
+
+    The same operations in the same order for each observation, the loop over
+    the observations inside the loop over the dimensions (so that it vectorises).
+    """
+    b = (1 + 2 * D) * m
+    o = m * T
+    c0 = c[b]
+    for t in range(n):
+        v[o + t] = c0
+    for d in range(D):
+        c1 = c[b + 1 + d]
+        c2 = c[b + 1 + D + d]
+        x0 = d * T
+        for t in range(n):
+            x = X[x0 + t]
+            v[o + t] += x * (c1 + c2 * x)
+
+
+def exact_logdens_tile(c, m, D, X, T, n, v):
+    """``exact_logdens`` of a tile, as :func:`logdens_tile`."""
+    b = (1 + 2 * D) * m
+    o = m * T
+    c0 = c[b]
+    for t in range(n):
+        v[o + t] = c0
+    for d in range(D):
+        mean = c[b + 1 + d]
+        s = c[b + 1 + D + d]
+        x0 = d * T
+        for t in range(n):
+            z = (X[x0 + t] - mean) * s
+            v[o + t] -= z * z
+
+
 def coef_bound(c, tot, m, D):
     # sum_i |x| <= sqrt(n sum_i x^2) (Cauchy-Schwarz); 1 and x^2 are positive
     b = (1 + 2 * D) * m
@@ -320,6 +356,8 @@ FAMILY = Family(
     mstep=mstep,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
+    logdens_tile=logdens_tile,
+    exact_logdens_tile=exact_logdens_tile,
     coef_bound=coef_bound,
     subset_init=subset_init,
     log_terms=log_terms,

@@ -51,7 +51,7 @@ class MixtureModel:
     def key(self) -> tuple:
         """What the compiled code depends on (for compile caches)."""
         return ("mixture", self.family.name, self.n_components, self.n_dims,
-                tuple(sorted(config.ESTEP_BLOCK_OBS.items())))
+                tuple(sorted(config.ESTEP_BLOCK_OBS.items())), config.CPU_TILE_OBS)
 
     component_label = "component"  # the components table's numbering column
 
@@ -215,7 +215,8 @@ class MixtureModel:
         fam, M, D = self.family, self.n_components, self.n_dims
         jit = target.jit
         approx = target.approx32 if dtype == np.float32 else None
-        ps = make_pass(fam, M, D, dtype, jit, approx)
+        tile = 0 if target.name == "cuda" else config.CPU_TILE_OBS
+        ps = make_pass(fam, M, D, dtype, jit, approx, tile)
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
