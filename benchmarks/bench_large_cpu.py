@@ -85,7 +85,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", default="1,all", help="comma list of thread counts, 'all'")
     ap.add_argument("--dtypes", default="float64,float32")
+    ap.add_argument("--tiles", default="",
+                    help="comma list of config.CPU_TILE_OBS values: bulkem alone, per tile")
     args = ap.parse_args()
+    if args.tiles:
+        return tile_sweep(args)
     n_all = numba.config.NUMBA_NUM_THREADS
     threads = [n_all if t == "all" else int(t) for t in args.threads.split(",")]
     x64, init = mixture(args.n, args.d, args.m, seed=1)
@@ -137,6 +141,31 @@ def main() -> None:
               f"{w['sklearn'] * 1e3:.1f} ({c['sklearn'] * 1e3:.1f}) | "
               f"{w['sklearn'] / w['bulkem']:.2f}x ({c['sklearn'] / c['bulkem']:.2f}x) | "
               f"{abs(lb - ls) / abs(ls):.1e} |")
+
+
+def tile_sweep(args) -> None:
+    """bulkem's time per iteration for each ``config.CPU_TILE_OBS`` (no scikit-learn)."""
+    from bulkem import config
+
+    x64, init = mixture(args.n, args.d, args.m, seed=1)
+    n_all = numba.config.NUMBA_NUM_THREADS
+    print(f"# {datetime.datetime.now():%Y-%m-%d %H:%M}  {platform.node()}  CPU: "
+          f"{os.cpu_count()} cores; N = {args.n}, M = {args.m}, D = {args.d}; ms per iteration "
+          f"(fit of {args.k2} - fit of {args.k1}) / {args.k2 - args.k1}, best of {args.repeat}")
+    for tile in (int(t) for t in args.tiles.split(",")):
+        config.CPU_TILE_OBS = tile
+        for dtype in args.dtypes.split(","):
+            for th in (n_all if t == "all" else int(t) for t in args.threads.split(",")):
+                numba.set_num_threads(th)
+                bulkem_fit(x64, init, 1, dtype)  # compile
+                best = [np.inf, np.inf]
+                for _ in range(args.repeat):
+                    for j, k in enumerate((args.k1, args.k2)):
+                        t, _, _ = timed(lambda k=k, dt=dtype: bulkem_fit(x64, init, k, dt))
+                        best[j] = min(best[j], t)
+                per = (best[1] - best[0]) / (args.k2 - args.k1)
+                print(f"tile {tile:4d}  {dtype}  {th:2d} thread(s): {per * 1e3:8.1f} ms/iter",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -239,8 +239,8 @@ def fit(
         "kmeans++" (Gaussian family only): means at k-means++ seeds (each
         next centre drawn with probability proportional to the squared
         distance to the nearest one so far), variances of the observations
-        nearest each centre, equal weights; a dataset of more than 2,048
-        observations (64 per component if more) is seeded from a random
+        nearest each centre, equal weights; a dataset of more than 1,024
+        observations (32 per component if more) is seeded from a random
         sample of that many (``config.KMEANS_SAMPLE_OBS``).  None: the
         family's default, "subset" for "invgauss" and "kmeans++" for
         "gaussian" (the seeding scikit-learn users expect).

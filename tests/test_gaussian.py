@@ -328,6 +328,8 @@ def test_kmeanspp_of_a_large_dataset_works_on_a_sample(monkeypatch):
     assert all((big == m).all(axis=1).any() for m in means)
     clumps = np.round(means[:, 0] / 50).astype(int).reshape(6, 3)
     assert np.mean([len(set(s)) == 3 for s in clumps]) >= 0.8
+    monkeypatch.setattr(config, "KMEANS_SAMPLE_OBS", 10**12)  # (no allocation of that size)
+    assert bulkem.fit([small, big], **kw).start_values.equals(full)
 
 
 def test_tables_and_params_shapes():

@@ -173,9 +173,13 @@ def test_large_datasets_keys_by_blocks_depend_on_values_alone(monkeypatch):
     assert keys(big)[0] != alone  # one chain: another key, also of the values alone
 
 
-def test_the_finite_sum_shortcut_still_finds_every_problem_and_stays_quiet():
+@pytest.mark.parametrize("parallel", [False, True])
+def test_the_finite_check_finds_every_problem_and_stays_quiet(monkeypatch, parallel):
+    """The sum shortcut (small datasets) and the count on every core (large ones)."""
+    from bulkem import config
     from bulkem.data.inputs import basic_problems
 
+    monkeypatch.setattr(config, "PARALLEL_CHECK_MIN", 1 if parallel else 1 << 60)
     r_na = np.frombuffer(np.uint64(0x7FF00000000007A2).tobytes())[0]  # R's NA: a signalling NaN
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no RuntimeWarning from the sum
@@ -183,6 +187,10 @@ def test_the_finite_sum_shortcut_still_finds_every_problem_and_stays_quiet():
         assert "1 of 3 values is NaN" in basic_problems(np.array([1.0, np.nan, 2.0]), 2)
         assert "NaN or infinite" in basic_problems(np.array([np.inf, -np.inf, 2.0]), 2)
         assert "1 of 3 values is NaN" in basic_problems(np.array([1.0, r_na, 2.0]), 2)
+        x = np.ones((70_000, 2))
+        assert basic_problems(x, 2) is None
+        x[69_999, 1] = np.nan  # in the last block
+        assert basic_problems(x, 2) == "1 of 70000 observations has NaN or infinite coordinates"
 
 
 def test_large_vector_features_copied_in_parallel_equal_numpys(monkeypatch):

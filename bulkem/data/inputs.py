@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import config
 from .ragged import Ragged
 
 
@@ -228,10 +229,15 @@ def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
     if n < min_obs:
         problems.append(f"too short: {_count(n, 'value')}, at least {min_obs} needed for this "
                         "number of components")
-    with np.errstate(invalid="ignore", over="ignore"):  # (R's NA is a signalling NaN)
-        total = np.add.reduce(values, axis=None)
-    if np.isfinite(total):  # NaN and inf would carry through the sum
-        return "; ".join(problems) or None
+    if values.size >= config.PARALLEL_CHECK_MIN and values.dtype == np.float64 \
+            and values.flags.c_contiguous:
+        if _count_nonfinite(values.reshape(-1)) == 0:  # on every core
+            return "; ".join(problems) or None
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):  # (R's NA is a signalling NaN)
+            total = np.add.reduce(values, axis=None)
+        if np.isfinite(total):  # NaN and inf would carry through the sum
+            return "; ".join(problems) or None
     finite = np.isfinite(values)
     if finite.ndim == 2:
         bad = int(np.count_nonzero(~np.all(finite, axis=1)))
@@ -243,6 +249,13 @@ def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
         if bad:
             problems.append(f"{bad} of {_count(n, 'value')} {_are(bad)} NaN or infinite")
     return "; ".join(problems) or None
+
+
+def _count_nonfinite(flat: np.ndarray) -> int:
+    """NaN and infinite values of a large 1-D float64 array, counted on every core."""
+    from ._checks import count_nonfinite
+
+    return int(count_nonfinite(flat))
 
 
 def _count(n: int, noun: str) -> str:

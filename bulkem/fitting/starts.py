@@ -281,7 +281,7 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
 _SAMPLE_COUNTER = 1 << 40
 
 
-@njit(inline="always")
+@njit  # (not inlined: a prange loop would hoist its allocation out of the branch)
 def kmeanspp_rows(x, seed, key, start, size):
     """The rows k-means++ works on: all of ``x``, or ``size`` of them drawn for large ``x``.
 
