@@ -352,6 +352,16 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
             part[k] = ZERO
         return ll
 
+    def normalise(buf, n, first, xc):
+        """Components ``first ..``: ``exp(v - top)`` in place, added to ``OS``; ``OQ = 1 / OS``."""
+        for m in range(first, M):
+            for t in range(n):
+                e = exp_neg(buf[OTOP + t] - buf[OV + m * T + t], xc)
+                buf[OV + m * T + t] = e
+                buf[OS + t] += e
+        for t in range(n):
+            buf[OQ + t] = recip(buf[OS + t])
+
     def linear_tile(dcoef, buf, n, xc):
         """``OS``, ``OTOP``, ``OQ`` and the responsibilities' numerators (``OV``) of a tile."""
         V = buf[OV:OTOP]
@@ -378,13 +388,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
             s = exp_neg(buf[OTOP + t], xc)  # component 0
             buf[OV + t] = s
             buf[OS + t] = s
-        for m in range(1, M):
-            for t in range(n):
-                e = exp_neg(buf[OTOP + t] - buf[OV + m * T + t], xc)
-                buf[OV + m * T + t] = e
-                buf[OS + t] += e
-        for t in range(n):
-            buf[OQ + t] = recip(buf[OS + t])
+        normalise(buf, n, 1, xc)
 
     def exact_tile(ecoef, buf, n, xc):
         """As :func:`linear_tile`, from the exact log densities of every component."""
@@ -398,13 +402,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
                 buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
         for t in range(n):
             buf[OS + t] = ZERO
-        for m in range(M):
-            for t in range(n):
-                e = exp_neg(buf[OTOP + t] - buf[OV + m * T + t], xc)
-                buf[OV + m * T + t] = e
-                buf[OS + t] += e
-        for t in range(n):
-            buf[OQ + t] = recip(buf[OS + t])
+        normalise(buf, n, 0, xc)
 
     def make_run(tile_f, half):
         """The pass over a lane's observations, a tile at a time."""
@@ -432,6 +430,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     load = jit(load)
     flush = jit(flush)
     take = jit(take)
+    normalise = jit(normalise)
     linear_tile = jit(linear_tile)
     exact_tile = jit(exact_tile)
     return make_run(linear_tile, 0.5 if M == 2 else 1.0), make_run(exact_tile, 1.0)
