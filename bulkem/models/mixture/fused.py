@@ -45,6 +45,12 @@ and the one-large-dataset regime, which computes the blocks in parallel
 
 The one-large-dataset regime (:mod:`bulkem.models.mixture.wide`), which
 spreads one fit's pass over many threads, runs the same pieces.
+
+On the CPU the passes take a lane's observations a tile at a time
+(``config.CPU_TILE_OBS``, :func:`_make_tiled`): the per-observation work
+of a whole tile in loops that the compiler vectorises across observations,
+each observation's operations and the order of the sums unchanged, so the
+bits are the same as one observation at a time.
 """
 
 from __future__ import annotations
