@@ -12,8 +12,10 @@ series, the shared covariance recursion on the host, the small copies, the
 shared-gains kernel (several block sizes) and the copy back; and the
 kernels' registers and local memory per thread.  ``--scan-only``: the
 time-parallel scan of one long series instead (the whole call with its plan
-kept, the plan, each phase of a call) and the level-0 chunk tried, on the
-long series and on its first 10,000 steps.
+kept, the sequential filter on one CPU core and the ratio, the plan, each
+phase of a call, the kernels' registers) with the kernels that the
+configuration picks and with the others (thread- or warp-per-chunk), and the
+level-0 chunk tried, on the long series and on its first 10,000 steps.
 """
 
 from __future__ import annotations
@@ -131,59 +133,79 @@ def splash_phases(batch, dev, w: int) -> None:
 
 
 def scan_profile(n_steps: int) -> None:
-    """The GPU scan of one long series: the whole call (the plan kept with the device batch),
-    the first call's plan, then each phase of a call (the launches summed by kernel over the
-    levels, the copy back, the host totals), the kernels' registers, and the level-0 chunk."""
-    from bulkem.models.ssm.plan import chunk0_for, plan_levels
-
-    chunk = config.KALMAN_CUDA_SCAN_CHUNK
+    """The GPU scan of one long series: the whole call (the plan kept with the device batch)
+    against the sequential filter on one CPU core, the first call's plan, then each phase of
+    a call (the launches summed by kernel over the levels, the copy back, the host totals),
+    the kernels' registers; with the configured kernels, then the others; the level-0 chunk."""
+    t_seq = {}
     for name, (kind, model) in long_models().items():
         y = simulate_rw(model, n_steps, 2) if kind == "rw" else simulate_ar(model, 1, n_steps, 2)[0]
         batch = pack([y], model)
-        md = batch.models
+        kalman_cpu.exact(pack([y[:50]], model))  # (compiled)
+        t_seq[name], ref = best_of(one_core(lambda b=batch: kalman_cpu.exact(b)), repeat=3)
+        print(f"\n# {name}: sequential filter of {n_steps:,} steps on 1 CPU core: "
+              f"{t_seq[name] * 1e3:.2f} ms; loglik {ref.loglik[0]!r}")
         dev = kalman_cuda.to_device(batch)
-        out = kalman_cuda.scan(batch, dev=dev)
-        t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=20)
-        chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
-                            config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
-        tn, _ = timed(lambda b=batch: kalman_cuda.scan(b, dev=kalman_cuda.to_device(b)),
-                      repeat=3)
-        print(f"\n# {name}: scan of {n_steps:,} steps, data on the GPU: {t * 1e3:.3f} ms "
-              f"(best of 20); loglik {out.loglik[0]!r}")
-        print("  made once per device batch (kept in dev.scratch):")
-        tp, plan = timed(lambda b=batch, d=dev, c=chunk0: kalman_cuda._scan_plan(
-            b, d, c, chunk, True), repeat=3)
-        print(f"    the whole plan (best of 3)                 {tp * 1e3:9.3f}")
-        tl, levels = timed(lambda b=batch, c=chunk0: plan_levels(b.offsets, c, chunk))
-        print(f"    plan_levels (host)                         {tl * 1e3:9.3f}")
-        print(f"    ({len(levels)} levels, {levels[0].n_chunks:,} chunks of {chunk0} steps at "
-              f"level 0; a call on a new device batch, copy of the data included: "
-              f"{tn * 1e3:.3f} ms)")
-        print("  every call (best of 20 each, synchronised):")
-        seconds: dict = {}
-        for k, launch in plan.launches:
-            tk, _ = timed(launch, repeat=20)
-            seconds[k] = seconds.get(k, 0.0) + tk
-        for k, tk in seconds.items():
-            print(f"    {k:<12} (launch + run, all levels)   {tk * 1e3:9.3f}")
-        tc, _ = timed(lambda p=plan: p.sums.copy_to_host(p.host), repeat=20)
-        label = f"copy_to_host ({plan.sums.shape[0]} x {plan.sums.shape[1]:,}, pinned)"
-        print(f"    {label:<42} {tc * 1e3:9.3f}")
-        th, _ = timed(lambda b=batch, p=plan: kalman_cuda._series_totals(b.offsets, p.starts,
-                                                                         p.host), repeat=20)
-        print(f"    per-series totals (host)                   {th * 1e3:9.3f}")
-        print(f"    the rest of a call (host)                  "
-              f"{(t - sum(seconds.values()) - tc - th) * 1e3:9.3f}")
-        p = kalman_cuda._programs(md.nx, md.ny, md.kind, batch.y.dtype)
-        for k in ("scan_up0", "scan_up", "scan_down", "scan_final"):
-            for cres in p[k].overloads.values():
-                print(f"  {k}: {getattr(cres, 'regs_per_thread', '?')} registers, "
-                      f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per "
-                      "thread")
+        wanted = kalman_cuda._scan_warps(batch.models, batch.y.dtype)
+        before = config.KALMAN_CUDA_SCAN_WARP_MIN_NX
+        for min_nx in (before, 1 if not wanted else 10 ** 6):
+            config.KALMAN_CUDA_SCAN_WARP_MIN_NX = min_nx
+            try:
+                scan_phases(name, batch, dev, n_steps, t_seq[name])
+            finally:
+                config.KALMAN_CUDA_SCAN_WARP_MIN_NX = before
         scan_chunks(batch, dev, name)
         if n_steps > 10_000:  # a shorter series: fewer threads, the latency of each level
             short = pack([y[:10_000]], model)
             scan_chunks(short, kalman_cuda.to_device(short), name)
+
+
+def scan_phases(name, batch, dev, n_steps: int, t_seq: float) -> None:
+    """One configuration's scan: the whole call against ``t_seq``, the plan, the phases."""
+    from bulkem.models.ssm.plan import chunk0_for, plan_levels
+
+    chunk = config.KALMAN_CUDA_SCAN_CHUNK
+    wpb = kalman_cuda._scan_warps(batch.models, batch.y.dtype)
+    how = f"a warp per chunk, {wpb} per block" if wpb else "a thread per chunk"
+    out = kalman_cuda.scan(batch, dev=dev)
+    t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=20)
+    chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
+                        config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
+    tn, _ = timed(lambda b=batch: kalman_cuda.scan(b, dev=kalman_cuda.to_device(b)),
+                  repeat=3)
+    print(f"\n# {name} ({how}): scan of {n_steps:,} steps, data on the GPU: "
+          f"{t * 1e3:.3f} ms (best of 20), {t_seq / t:.1f}x the sequential filter on 1 "
+          f"CPU core; loglik {out.loglik[0]!r}")
+    print("  made once per device batch (kept in dev.scratch):")
+    tp, plan = timed(lambda b=batch, d=dev, c=chunk0: kalman_cuda._scan_plan(
+        b, d, c, chunk, True, wpb), repeat=3)
+    print(f"    the whole plan (best of 3)                 {tp * 1e3:9.3f}")
+    tl, levels = timed(lambda b=batch, c=chunk0: plan_levels(b.offsets, c, chunk))
+    print(f"    plan_levels (host)                         {tl * 1e3:9.3f}")
+    print(f"    ({len(levels)} levels, {levels[0].n_chunks:,} chunks of {chunk0} steps at "
+          f"level 0; a call on a new device batch, copy of the data included: "
+          f"{tn * 1e3:.3f} ms)")
+    print("  every call (best of 20 each, synchronised):")
+    seconds: dict = {}
+    for k, launch in plan.launches:
+        tk, _ = timed(launch, repeat=20)
+        seconds[k] = seconds.get(k, 0.0) + tk
+    for k, tk in seconds.items():
+        print(f"    {k:<12} (launch + run, all levels)   {tk * 1e3:9.3f}")
+    tc, _ = timed(lambda p=plan: p.sums.copy_to_host(p.host), repeat=20)
+    label = f"copy_to_host ({plan.sums.shape[0]} x {plan.sums.shape[1]:,}, pinned)"
+    print(f"    {label:<42} {tc * 1e3:9.3f}")
+    th, _ = timed(lambda b=batch, p=plan: kalman_cuda._series_totals(b.offsets, p.starts,
+                                                                     p.host), repeat=20)
+    print(f"    per-series totals (host)                   {th * 1e3:9.3f}")
+    print(f"    the rest of a call (host)                  "
+          f"{(t - sum(seconds.values()) - tc - th) * 1e3:9.3f}")
+    for k, kernel in plan.kernels.items():
+        for cres in kernel.overloads.values():
+            print(f"  {k}: {getattr(cres, 'regs_per_thread', '?')} registers, "
+                  f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory, "
+                  f"{getattr(cres, 'shared_mem_per_block', '?')} bytes shared memory "
+                  "per block")
 
 
 def scan_chunks(batch, dev, name: str) -> None:
@@ -201,6 +223,11 @@ def scan_chunks(batch, dev, name: str) -> None:
         levels = plan_levels(batch.offsets, c0, config.KALMAN_CUDA_SCAN_CHUNK)
         print(f"    chunks of {c0:>3} steps: {t * 1e3:9.3f} ms  ({len(levels)} levels, "
               f"{levels[0].n_chunks:>7,} chunks; loglik {out.loglik[0]!r})")
+    for c in (2, 4, 16):  # elements per chunk above level 0 (config.KALMAN_CUDA_SCAN_CHUNK)
+        out = kalman_cuda.scan(batch, chunk=c, dev=dev)
+        t, _ = timed(lambda b=batch, d=dev, c=c: kalman_cuda.scan(b, chunk=c, dev=d), repeat=10)
+        print(f"    {c:>2} elements per chunk above level 0 (default chunk0): {t * 1e3:9.3f} ms "
+              f"(loglik {out.loglik[0]!r})")
 
 
 def profile(y, model, dtype: str, n_steps: int) -> None:

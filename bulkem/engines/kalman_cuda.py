@@ -13,12 +13,16 @@ this module holds the kernels that loop and the host side.
   first, for neighbouring addresses across a warp, was no faster on an
   H200 and cost a copy).
 * ``scan``: the blocked scan of :mod:`bulkem.models.ssm.plan`, a kernel
-  launch per level up and down: a thread per chunk, the chunk elements in
-  global memory field by field.  As for ``splash``, the levels, chunk
-  tables, buffers and prepared launches are made once per device batch; a
-  call is the launches and one copy back of the level-0 chunks' results
-  (one long series of 10^6 steps on an H100: RW 2-D 6.1 -> 0.66 ms, AR(10)
-  30.9 -> 25.0 ms, the rest being the kernels; the same bits).
+  launch per level up and down.  A prefix's ``A, eta, J`` are 0, so the
+  down sweep computes and stores its ``(b, C)`` alone (``combine_prefix``).
+  Few states (below ``config.KALMAN_CUDA_SCAN_WARP_MIN_NX``): a thread per
+  chunk, the elements in global memory field by field.  More: above level 0
+  a warp per chunk (:mod:`bulkem.engines.cuda.scan_warp`), level 0 a thread
+  per chunk with its largest matrices in shared memory.  As for ``splash``,
+  the levels, chunk tables, buffers and prepared launches are made once per
+  device batch; a call is the launches and one copy back of the level-0
+  chunks' results (one long series of 10^6 steps on an H100: RW 2-D 0.56 ->
+  0.47 ms, AR(10) 20.7 -> 4.6 ms; the same bits).
 * ``splash``: a thread per time step, in one kernel launch: a block per
   chunk (or a few) of ``config.KALMAN_SPLASH_SUM_CHUNK`` steps adds its
   chunk's terms in step order from shared memory, and only the chunk sums
@@ -97,8 +101,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     set_prior, predict, filter_range, filter_mean_range = (
         steps.set_prior, steps.predict, steps.filter_range, steps.filter_mean_range)
-    set_identity, combine, load, store, chunk_element = (
-        sc.set_identity, sc.combine, sc.load, sc.store, sc.chunk_element)
+    combine, combine_prefix, load, store, chunk_element = (
+        sc.combine, sc.combine_prefix, sc.load, sc.store, sc.chunk_element)
 
     @cuda.jit
     def exact(y, offsets, midx, F, H, Q, R, m0, P0, ll, nobs, fail):
@@ -193,31 +197,38 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         c = cuda.grid(1)
         if c >= lo.shape[0]:
             return
-        A1 = cuda.local.array(NXX, cdt)
         b1 = cuda.local.array(NX, cdt)
         C1 = cuda.local.array(NXX, cdt)
-        eta1 = cuda.local.array(NX, cdt)
-        J1 = cuda.local.array(NXX, cdt)
         A2 = cuda.local.array(NXX, cdt)
         b2 = cuda.local.array(NX, cdt)
         C2 = cuda.local.array(NXX, cdt)
         eta2 = cuda.local.array(NX, cdt)
         J2 = cuda.local.array(NXX, cdt)
         D = cuda.local.array(NXX, cdt)
-        Z1 = cuda.local.array(NXX, cdt)
         Z2 = cuda.local.array(NXX, cdt)
         T = cuda.local.array(NXX, cdt)
         z = cuda.local.array(NX, cdt)
-        w = cuda.local.array(NX, cdt)
-        if first[c]:
-            set_identity(A1, b1, C1, eta1, J1)
+        start = lo[c]
+        if first[c]:  # the identity's prefix is never read; the next one is E[lo]'s (b, C)
+            start += 1
+            if start < hi[c]:
+                for q in range(NX):
+                    b1[q] = E[NXX + q, lo[c]]
+                for q in range(NXX):
+                    C1[q] = E[NXX + NX + q, lo[c]]
         else:
-            load(prefix_next, c, A1, b1, C1, eta1, J1)
-        for i in range(lo[c], hi[c]):
-            store(prefix, i, A1, b1, C1, eta1, J1)
+            for q in range(NX):
+                b1[q] = prefix_next[q, c]
+            for q in range(NXX):
+                C1[q] = prefix_next[NX + q, c]
+        for i in range(start, hi[c]):
+            for q in range(NX):
+                prefix[q, i] = b1[q]
+            for q in range(NXX):
+                prefix[NX + q, i] = C1[q]
             if i + 1 < hi[c]:
                 load(E, i, A2, b2, C2, eta2, J2)
-                combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T)
+                combine_prefix(b1, C1, A2, b2, C2, eta2, J2, D, Z2, z, T)
 
     @cuda.jit
     def scan_final(y, lo, hi, first, series, midx, F, H, Q, R, m0, P0, prefix, ll, nobs, fail):
@@ -225,9 +236,6 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         if c >= lo.shape[0]:
             return
         k = midx[series[c]]
-        A = cuda.local.array(NXX, cdt)
-        eta = cuda.local.array(NX, cdt)
-        J = cuda.local.array(NXX, cdt)
         m = cuda.local.array(NX, cdt)
         P = cuda.local.array(NXX, cdt)
         T = cuda.local.array(NXX, cdt)
@@ -236,8 +244,11 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         e = cuda.local.array(NY, cdt)
         if first[c]:
             set_prior(m0[k], P0[k], m, P)
-        else:  # the prefix holds the filtered law of the step before the chunk (A = 0)
-            load(prefix, c, A, m, P, eta, J)
+        else:  # the prefix holds the filtered law of the step before the chunk
+            for q in range(NX):
+                m[q] = prefix[q, c]
+            for q in range(NXX):
+                P[q] = prefix[NX + q, c]
             predict(F[k], Q[k], m, P, T)
         a, n, f = filter_range(F[k], H[k], Q[k], R[k], y, lo[c], hi[c] - lo[c], 1, m, P, T,
                                U, L, e)
@@ -246,7 +257,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         fail[c] = lo[c] + f if f >= 0 else -1
 
     progs = dict(exact=exact, exact_shared=exact_shared, scan_up0=scan_up0, scan_up=scan_up,
-                 scan_down=scan_down, scan_final=scan_final, ne=element_size(nx))
+                 scan_down=scan_down, scan_final=scan_final, ne=element_size(nx),
+                 np=nx + nx * nx)
     _compiled[key] = progs
     return progs
 
@@ -468,10 +480,13 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     chunk = int(chunk or config.KALMAN_CUDA_SCAN_CHUNK)
     reuse = dev is not None
     dev = to_device(batch) if dev is None else dev
-    key = ("scan", threading.get_ident(), int(chunk0), chunk)
+    wpb = _scan_warps(batch.models, batch.y.dtype)
+    how = (wpb, config.KALMAN_CUDA_SCAN_LEVEL0, config.KALMAN_CUDA_SCAN_WARP_MAX_REGISTERS,
+           config.KALMAN_CUDA_THREADS) if wpb else 0
+    key = ("scan", threading.get_ident(), int(chunk0), chunk, how)
     plan = dev.scratch.get(key)
     if plan is None:
-        plan = _scan_plan(batch, dev, int(chunk0), chunk, reuse)
+        plan = _scan_plan(batch, dev, int(chunk0), chunk, reuse, wpb)
         dev.scratch[key] = plan
     for _, launch in plan.launches:
         launch()
@@ -503,24 +518,82 @@ class _ScanPlan(NamedTuple):
     host: np.ndarray  # where ``sums`` comes back (page-locked when reused)
     launches: tuple  # (kernel name, compat.Launcher), in launch order
     n_levels: int
+    kernels: dict  # the kernels by name (thread- or warp-per-chunk)
 
 
-def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
+def _scan_warps(md, dtype) -> int:
+    """Warps per block of the warp-per-chunk scan kernels for these models, or 0 for the
+    thread-per-chunk kernels (few states, or too much shared memory per warp)."""
+    from .cuda.scan_warp import warps_per_block
+
+    if md.nx < config.KALMAN_CUDA_SCAN_WARP_MIN_NX:
+        return 0
+    return warps_per_block(md.nx, md.ny, dtype, config.KALMAN_CUDA_SCAN_WARPS)
+
+
+def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int) -> dict:
+    """The scan kernels of :mod:`bulkem.engines.cuda.scan_warp` (a warp per chunk above
+    level 0; at level 0 as ``config.KALMAN_CUDA_SCAN_LEVEL0`` says), built once per process."""
+    from .cuda import scan_warp
+
+    regs, level0 = config.KALMAN_CUDA_SCAN_WARP_MAX_REGISTERS, config.KALMAN_CUDA_SCAN_LEVEL0
+    key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, regs, level0)
+    if key not in _compiled:
+        steps, sc, _ = _math(nx, ny, kind, np.dtype(dtype).type)
+        progs = dict(scan_warp.warp_programs(nx, ny, kind, dtype, wpb, steps, regs))
+        progs["level0_grid"] = wpb * scan_warp.WARP, wpb
+        if level0 == "shared":
+            tpb = scan_warp.level0_threads(nx, dtype, config.KALMAN_CUDA_THREADS)
+            progs.update(scan_warp.level0_programs(nx, ny, kind, dtype, tpb, steps, sc))
+            progs["level0_grid"] = tpb, tpb
+        _compiled[key] = progs
+    return _compiled[key]
+
+
+def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -> _ScanPlan:
     """Levels, chunk tables, buffers and prepared launches of the scan kernels for ``dev``.
 
-    The level-0 chunks' results go to the rows of one float64 array (counts
-    and steps are exact in it), so that one copy brings them back: row 0 the
-    log-likelihood terms, row 1 the observed steps, row 2 the failing step of
-    ``scan_final`` and row 3 that of ``scan_up0`` (or -1; row 3 stays -1 where
-    ``scan_up0`` does not run, as with a single level).
+    With ``wpb`` > 0 the warp-per-chunk kernels run (``wpb`` warps per block;
+    :mod:`bulkem.engines.cuda.scan_warp`), their elements and prefixes stored
+    element by element; else the thread-per-chunk kernels, field by field.
+    A prefix is ``(b, C)`` alone (its ``A, eta, J`` are 0).  The level-0
+    chunks' results go to the rows of one float64 array (counts and steps are
+    exact in it), so that one copy brings them back: row 0 the log-likelihood
+    terms, row 1 the observed steps, row 2 the failing step of ``scan_final``
+    and row 3 that of ``scan_up0`` (or -1; row 3 stays -1 where ``scan_up0``
+    does not run, as with a single level).
     """
     md = batch.models
     levels = plan_levels(batch.offsets, chunk0, chunk)
     n0 = levels[0].n_chunks
     starts = _chunk_starts(batch.offsets, chunk0)
     if n0 == 0:
-        return _ScanPlan(starts, None, np.zeros((4, 0)), (), len(levels))
-    p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
+        return _ScanPlan(starts, None, np.zeros((4, 0)), (), len(levels), {})
+    dt = batch.y.dtype
+    if wpb:
+        from .cuda.scan_warp import WARP
+
+        w = _warp_programs(md.nx, md.ny, md.kind, dt, wpb)
+        kernels = dict(scan_up0=w["up0"], scan_up=w["up"], scan_down=w["down"],
+                       scan_final=w["final"])
+        threads0, per0 = w["level0_grid"]  # threads per block, chunks per block at level 0
+
+        def grid(n, level0=False):
+            if level0:
+                return -(-n // per0), threads0
+            return -(-n // wpb), WARP * wpb
+
+        def shaped(a, fields, n):  # element by element
+            return a.reshape(n, fields)
+    else:
+        w = _programs(md.nx, md.ny, md.kind, dt)
+        kernels = {k: w[k] for k in ("scan_up0", "scan_up", "scan_down", "scan_final")}
+
+        def grid(n, level0=False):
+            return _grid(n)
+
+        def shaped(a, fields, n):  # field by field
+            return a.reshape(fields, n)
     # every level's chunk table in one copy, every level's elements in one allocation
     host = [a.astype(np.int64, copy=False) for lev in levels
             for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
@@ -533,23 +606,24 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
             views.append(flat[pos:pos + n])
             pos += n
         tables.append(tuple(views))
-    dt = batch.y.dtype
-    ne = p["ne"]
+    ne, npx = w["ne"], w["np"]
     sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
-    buf = cuda.device_array(max(1, 2 * ne * sum(sizes)), dt)
-    bufs, pos = [], 0
-    for n in sizes + sizes:
-        bufs.append(buf[pos:pos + ne * n].reshape(ne, n))
+    buf = cuda.device_array(max(1, (ne + npx) * sum(sizes)), dt)
+    elems, prefixes, pos = [None], [None], 0  # [l]: the elements (prefixes) of level l
+    for n in sizes:
+        elems.append(shaped(buf[pos:pos + ne * n], ne, n))
         pos += ne * n
+    for n in sizes:
+        prefixes.append(shaped(buf[pos:pos + npx * n], npx, n))
+        pos += npx * n
     models = (dev.F, dev.H, dev.Q, dev.R, dev.m0, dev.P0)
-    elems = [None] + bufs[:len(sizes)]  # elems[l]: the elements of level l
-    prefixes = [None] + bufs[len(sizes):]
     sums = cuda.to_device(np.full((4, n0), -1.0))
     ll_c, n_c, fail_c, fail0 = sums[0], sums[1], sums[2], sums[3]
     launches = []
 
     def launch(name, n, *args):
-        launches.append((name, _launcher(p[name], _grid(n), args)))
+        launches.append((name, _launcher(kernels[name], grid(n, name in (
+            "scan_up0", "scan_final")), args)))
 
     for li, lev in enumerate(levels[:-1]):
         lo, hi, first, last, series = tables[li]
@@ -558,7 +632,8 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
                    dev.model_idx, *models, elems[1], fail0)
         else:
             launch("scan_up", lev.n_chunks, elems[li], lo, hi, last, elems[li + 1])
-    prefix_next = cuda.device_array((ne, 1), dt)  # (unread: the top's chunks come first)
+    # (prefix_next of the top level is never read: the top's chunks come first)
+    prefix_next = shaped(cuda.device_array(npx, dt), npx, 1)
     for li in range(len(levels) - 1, 0, -1):
         lo, hi, first, last, series = tables[li]
         launch("scan_down", levels[li].n_chunks, elems[li], prefix_next, lo, hi, first,
@@ -568,7 +643,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
     launch("scan_final", n0, dev.y, lo, hi, first, series, dev.model_idx, *models,
            prefix_next, ll_c, n_c, fail_c)
     host_sums = cuda.pinned_array((4, n0), np.float64) if reuse else np.empty((4, n0))
-    return _ScanPlan(starts, sums, host_sums, tuple(launches), len(levels))
+    return _ScanPlan(starts, sums, host_sums, tuple(launches), len(levels), kernels)
 
 
 def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,
