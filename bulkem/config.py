@@ -205,16 +205,12 @@ KALMAN_CPU_SCAN_CHUNKS_PER_THREAD = 8
 KALMAN_CUDA_SCAN_CHUNK0 = 32  # H100, 10^6 steps: RW 2-D 0.56 ms (16: 0.79), AR(10) 20.7 (25.0)
 KALMAN_CUDA_SCAN_CHUNK = 8
 KALMAN_CUDA_SCAN_TARGET_CHUNKS = 1 << 18
-# From this many states on, a warp takes a chunk (its lanes share the element's
-# matrices in shared memory), this many chunks per block; fewer states: a thread
-# per chunk, the matrices in registers.
+# From this many states on, a warp takes a chunk above level 0 (its lanes share
+# the element's matrices in shared memory), this many chunks per block, and level
+# 0 keeps a thread per chunk with its largest matrices in shared memory; fewer
+# states: a thread per chunk everywhere, the matrices in registers.
 KALMAN_CUDA_SCAN_WARP_MIN_NX = 4
 KALMAN_CUDA_SCAN_WARPS = 4
-KALMAN_CUDA_SCAN_WARP_MAX_REGISTERS = 0  # per thread of those kernels; 0: the compiler's choice
-# With those, level 0 (the chunks' elements and the final filter): "shared", a
-# thread per chunk with its largest matrices in shared memory; "warp", a warp
-# per chunk.
-KALMAN_CUDA_SCAN_LEVEL0 = "shared"
 
 # Splash.
 KALMAN_CPU_SPLASH_BLOCK = 256  # time steps per parallel task

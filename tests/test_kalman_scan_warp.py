@@ -53,7 +53,7 @@ def test_warp_combines_give_the_bits_of_scan_py(seed, nx):
     rng = np.random.default_rng(seed)
     steps = make_kalman(nx, 1, DENSE, np.float64, lambda f: f)
     sc = make_scan(nx, 1, DENSE, np.float64, lambda f: f, steps)
-    w = warp_programs(nx, 1, DENSE, np.float64, 1, steps)
+    w = warp_programs(nx, np.float64, 1)
     combine, combine_prefix = w["combine"], w["combine_prefix"]
     ne, npx = w["ne"], w["np"]
     E1, E2 = _elements(nx, 1, rng)[0], _elements(nx, 1, rng)[0]
@@ -64,7 +64,7 @@ def test_warp_combines_give_the_bits_of_scan_py(seed, nx):
         sh = cuda.shared.array(4096, float64)
         lane = cuda.threadIdx.x
         a, b = sh[0:ne], sh[ne:2 * ne]
-        m = sh[2 * ne:3 * ne + nx]  # (NX x (3 NX + 1) fits)
+        m = sh[2 * ne:3 * ne + nx]  # (NX x (3 NX + 1) + NX fits)
         o = 3 * ne + nx
         t, v, p = sh[o:o + nxx], sh[o + nxx:o + nxx + nx], sh[o + nxx + nx:o + nxx + nx + npx]
         for q in range(lane, ne, 32):
@@ -80,7 +80,7 @@ def test_warp_combines_give_the_bits_of_scan_py(seed, nx):
         for q in range(lane, npx, 32):
             out_prefix[q] = p[q]
 
-    assert 3 * ne + 2 * nx + nxx + npx <= 4096 and nx * (3 * nx + 1) <= ne + nx
+    assert 3 * ne + 2 * nx + nxx + npx <= 4096 and nx * (3 * nx + 2) <= ne + nx
     out, out_prefix = np.zeros(ne), np.zeros(npx)
     kernel[1, 32](E1, E2, out, out_prefix)
     cuts = np.cumsum([nxx, nx, nxx, nx])  # A, b, C, eta, J
@@ -113,22 +113,21 @@ def test_warp_scan_matches_oracle_and_thread_kernels(seed, monkeypatch):
     t[0][3] = np.nan
     r = [rw2().simulate(11, rng)]
     r[0][[2, 6]] = np.nan
-    cases = [(a + [a[0][:5]], [ar3()] * 3 + [exact_state], [9, 1, 11, 5], [-1, -1, -1, 0], 3),
-             (t, trends, [9, 7], [-1, -1], 2), (r, [rw2()], [9], [-1], 2)]
+    cases = [(a + [a[0][:5]], [ar3()] * 3 + [exact_state], [9, 1, 11, 5], [-1, -1, -1, 0]),
+             (t, trends, [9, 7], [-1, -1]), (r, [rw2()], [9], [-1])]
     monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_WARPS", 2)
     monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 4)
-    for ys, models, n_obs, fail, n_ways in cases:
+    for ys, models, n_obs, fail in cases:
         batch = pack_series([(k, y.reshape(len(y), -1)) for k, y in enumerate(ys)], models,
                             False, np.dtype("float64"))[0]
         got = {}
-        # the thread kernels; warps above level 0, level 0 by threads (its matrices in
-        # shared memory) or, for the AR(3) batch alone (time), by warps
-        for min_nx, level0 in ((99, "shared"), (1, "shared"), (1, "warp"))[:n_ways]:
+        # the thread kernels; then warps above level 0 (level 0 by threads, its matrices
+        # in shared memory)
+        for min_nx in (99, 1):
             monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_WARP_MIN_NX", min_nx)
-            monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_LEVEL0", level0)
-            got[min_nx, level0] = out = kalman_cuda.scan(batch, chunk0=3, chunk=2)
+            got[min_nx] = out = kalman_cuda.scan(batch, chunk0=3, chunk=2)
             ok = [k for k, f in enumerate(fail) if f < 0]
             assert_rel(out.loglik[ok], [ref_loglik(ys[k], models[k]) for k in ok])
             assert list(out.n_obs[ok]) == [n_obs[k] for k in ok]
             assert list(out.fail) == fail
-            same(got[99, "shared"].loglik[ok], out.loglik[ok])
+            same(got[99].loglik[ok], out.loglik[ok])

@@ -21,8 +21,10 @@ this module holds the kernels that loop and the host side.
   per chunk with its largest matrices in shared memory.  As for ``splash``,
   the levels, chunk tables, buffers and prepared launches are made once per
   device batch; a call is the launches and one copy back of the level-0
-  chunks' results (one long series of 10^6 steps on an H100: RW 2-D 0.56 ->
-  0.47 ms, AR(10) 20.7 -> 4.6 ms; the same bits).
+  chunks' results, three rows (``scan_final`` keeps ``scan_up0``'s failing
+  step where it has none), which the host adds in chunk order (one long
+  series of 10^6 steps on an H100: RW 2-D 0.56 -> 0.47 -> 0.43-0.48 ms,
+  AR(10) 20.7 -> 4.6 -> 4.4 ms; the same bits).
 * ``splash``: a thread per time step, in one kernel launch: a block per
   chunk (or a few) of ``config.KALMAN_SPLASH_SUM_CHUNK`` steps adds its
   chunk's terms in step order from shared memory, and only the chunk sums
@@ -231,7 +233,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 combine_prefix(b1, C1, A2, b2, C2, eta2, J2, D, Z2, z, T)
 
     @cuda.jit
-    def scan_final(y, lo, hi, first, series, midx, F, H, Q, R, m0, P0, prefix, ll, nobs, fail):
+    def scan_final(y, lo, hi, first, series, midx, F, H, Q, R, m0, P0, prefix, ll, nobs, fail,
+                   fail0):
         c = cuda.grid(1)
         if c >= lo.shape[0]:
             return
@@ -254,7 +257,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                                U, L, e)
         ll[c] = a
         nobs[c] = n
-        fail[c] = lo[c] + f if f >= 0 else -1
+        fail[c] = lo[c] + f if f >= 0 else fail0[c]  # (scan_up0's, or -1)
 
     progs = dict(exact=exact, exact_shared=exact_shared, scan_up0=scan_up0, scan_up=scan_up,
                  scan_down=scan_down, scan_final=scan_final, ne=element_size(nx),
@@ -481,8 +484,7 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     reuse = dev is not None
     dev = to_device(batch) if dev is None else dev
     wpb = _scan_warps(batch.models, batch.y.dtype)
-    how = (wpb, config.KALMAN_CUDA_SCAN_LEVEL0, config.KALMAN_CUDA_SCAN_WARP_MAX_REGISTERS,
-           config.KALMAN_CUDA_THREADS) if wpb else 0
+    how = (wpb, config.KALMAN_CUDA_THREADS) if wpb else 0
     key = ("scan", threading.get_ident(), int(chunk0), chunk, how)
     plan = dev.scratch.get(key)
     if plan is None:
@@ -514,7 +516,7 @@ class _ScanPlan(NamedTuple):
     """What a scan call on a device batch needs, made once (see :func:`scan`)."""
 
     starts: np.ndarray  # first level-0 chunk of each series, then the number of chunks
-    sums: object  # (4, n_chunks) on the GPU: ll, observed steps, failing step (final, up0)
+    sums: object  # (3, n_chunks) on the GPU: ll, observed steps, failing step (final, up0)
     host: np.ndarray  # where ``sums`` comes back (page-locked when reused)
     launches: tuple  # (kernel name, compat.Launcher), in launch order
     n_levels: int
@@ -533,19 +535,17 @@ def _scan_warps(md, dtype) -> int:
 
 def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int) -> dict:
     """The scan kernels of :mod:`bulkem.engines.cuda.scan_warp` (a warp per chunk above
-    level 0; at level 0 as ``config.KALMAN_CUDA_SCAN_LEVEL0`` says), built once per process."""
+    level 0, a thread per chunk at level 0), built once per process."""
     from .cuda import scan_warp
 
-    regs, level0 = config.KALMAN_CUDA_SCAN_WARP_MAX_REGISTERS, config.KALMAN_CUDA_SCAN_LEVEL0
-    key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, regs, level0)
+    key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, config.KALMAN_CUDA_THREADS)
     if key not in _compiled:
         steps, sc, _ = _math(nx, ny, kind, np.dtype(dtype).type)
-        progs = dict(scan_warp.warp_programs(nx, ny, kind, dtype, wpb, steps, regs))
-        progs["level0_grid"] = wpb * scan_warp.WARP, wpb
-        if level0 == "shared":
-            tpb = scan_warp.level0_threads(nx, dtype, config.KALMAN_CUDA_THREADS)
-            progs.update(scan_warp.level0_programs(nx, ny, kind, dtype, tpb, steps, sc))
-            progs["level0_grid"] = tpb, tpb
+        threads = config.KALMAN_CUDA_THREADS
+        tpb = scan_warp.level0_threads(nx, dtype, threads)
+        tpb_f = scan_warp.final_threads(nx, dtype, threads)
+        progs = dict(scan_warp.warp_programs(nx, dtype, wpb))
+        progs.update(scan_warp.level0_programs(nx, ny, dtype, tpb, tpb_f, steps, sc))
         _compiled[key] = progs
     return _compiled[key]
 
@@ -559,16 +559,17 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
     A prefix is ``(b, C)`` alone (its ``A, eta, J`` are 0).  The level-0
     chunks' results go to the rows of one float64 array (counts and steps are
     exact in it), so that one copy brings them back: row 0 the log-likelihood
-    terms, row 1 the observed steps, row 2 the failing step of ``scan_final``
-    and row 3 that of ``scan_up0`` (or -1; row 3 stays -1 where ``scan_up0``
-    does not run, as with a single level).
+    terms, row 1 the observed steps, row 2 the failing step of ``scan_final``,
+    else that of ``scan_up0`` (row 3, which ``scan_final`` reads; it stays -1
+    where ``scan_up0`` does not run, as with a single level), else -1.  Rows
+    0-2 come back.
     """
     md = batch.models
     levels = plan_levels(batch.offsets, chunk0, chunk)
     n0 = levels[0].n_chunks
     starts = _chunk_starts(batch.offsets, chunk0)
     if n0 == 0:
-        return _ScanPlan(starts, None, np.zeros((4, 0)), (), len(levels), {})
+        return _ScanPlan(starts, None, np.zeros((3, 0)), (), len(levels), {})
     dt = batch.y.dtype
     if wpb:
         from .cuda.scan_warp import WARP
@@ -576,11 +577,11 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
         w = _warp_programs(md.nx, md.ny, md.kind, dt, wpb)
         kernels = dict(scan_up0=w["up0"], scan_up=w["up"], scan_down=w["down"],
                        scan_final=w["final"])
-        threads0, per0 = w["level0_grid"]  # threads per block, chunks per block at level 0
+        level0 = {"scan_up0": w["tpb"], "scan_final": w["tpb_final"]}  # a thread per chunk
 
-        def grid(n, level0=False):
-            if level0:
-                return -(-n // per0), threads0
+        def grid(n, name):
+            if name in level0:
+                return -(-n // level0[name]), level0[name]
             return -(-n // wpb), WARP * wpb
 
         def shaped(a, fields, n):  # element by element
@@ -589,7 +590,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
         w = _programs(md.nx, md.ny, md.kind, dt)
         kernels = {k: w[k] for k in ("scan_up0", "scan_up", "scan_down", "scan_final")}
 
-        def grid(n, level0=False):
+        def grid(n, name):
             return _grid(n)
 
         def shaped(a, fields, n):  # field by field
@@ -622,8 +623,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
     launches = []
 
     def launch(name, n, *args):
-        launches.append((name, _launcher(kernels[name], grid(n, name in (
-            "scan_up0", "scan_final")), args)))
+        launches.append((name, _launcher(kernels[name], grid(n, name), args)))
 
     for li, lev in enumerate(levels[:-1]):
         lo, hi, first, last, series = tables[li]
@@ -641,9 +641,9 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
         prefix_next = prefixes[li]
     lo, hi, first, last, series = tables[0]
     launch("scan_final", n0, dev.y, lo, hi, first, series, dev.model_idx, *models,
-           prefix_next, ll_c, n_c, fail_c)
-    host_sums = cuda.pinned_array((4, n0), np.float64) if reuse else np.empty((4, n0))
-    return _ScanPlan(starts, sums, host_sums, tuple(launches), len(levels), kernels)
+           prefix_next, ll_c, n_c, fail_c, fail0)
+    host_sums = cuda.pinned_array((3, n0), np.float64) if reuse else np.empty((3, n0))
+    return _ScanPlan(starts, sums[:3], host_sums, tuple(launches), len(levels), kernels)
 
 
 def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,
@@ -761,18 +761,23 @@ def _chunk_starts(offsets: np.ndarray, chunk: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _totals(offsets, starts, sums, ll, nobs, fail):
+    # three loops, each short: the terms' sum in chunk order (a chain of additions), the
+    # counts (exact integers: any order), the first failing chunk (a search that stops)
     for s in range(len(starts) - 1):
+        c0, c1 = starts[s], starts[s + 1]
         acc = 0.0
-        n = 0.0
-        f = -1
-        for c in range(starts[s], starts[s + 1]):
+        for c in range(c0, c1):
             acc += sums[0, c]
-            n += sums[1, c]
-            for r in range(2, sums.shape[0]):  # failing step or -1; the first row that has one
-                if f < 0 and sums[r, c] >= 0:
-                    f = int(sums[r, c]) - offsets[s]
+        n = 0
+        for c in range(c0, c1):
+            n += int(sums[1, c])
+        f = -1
+        for c in range(c0, c1):
+            if sums[2, c] >= 0:
+                f = int(sums[2, c]) - offsets[s]
+                break
         ll[s] = acc
-        nobs[s] = int(n)
+        nobs[s] = n
         fail[s] = f
 
 
@@ -780,10 +785,9 @@ def _series_totals(offsets: np.ndarray, starts: np.ndarray, sums: np.ndarray) ->
     """Per series, from its chunks' results: the sum of their terms in chunk order (as
     ``plan.gather``), observed steps, first failing step (or -1).
 
-    ``sums`` has shape (3 or more, n_chunks): terms, observed steps, then one or
-    more rows of a chunk's failing step or -1 (the first of them that is not
-    -1 is the chunk's; the splash kernel writes one, the scan two).  The
-    chunks of series ``s`` are ``starts[s] .. starts[s + 1] - 1``.
+    ``sums`` has shape (3, n_chunks): terms, observed steps, a chunk's
+    failing step or -1.  The chunks of series ``s`` are ``starts[s] ..
+    starts[s + 1] - 1``.
     """
     n = len(offsets) - 1
     out = LoglikOut(np.zeros(n), np.zeros(n, np.int64), np.full(n, -1, np.int64))
