@@ -52,6 +52,11 @@ ESTEP_BLOCK_OBS = {"float64": 256, "float32": 128}
 # (bulkem.models.mixture.fused._make_tiled).  0: one at a time.
 CPU_TILE_OBS = 64
 
+# The one-large-dataset regime on the CPU computes this many blocks of a pass in
+# parallel at a time, each into its own row, then adds the rows in block order
+# (bulkem.models.mixture.fused.make_blocked).
+CPU_WIDE_WAVE_BLOCKS = 512
+
 # An E-step uses the linear (expanded) form of the log densities, fast, only
 # where its rounding bound (bulkem.models.mixture.fused.rounding_bound, a few
 # eps times the largest summed term) is at most this fraction of the previous

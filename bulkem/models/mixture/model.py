@@ -51,7 +51,8 @@ class MixtureModel:
     def key(self) -> tuple:
         """What the compiled code depends on (for compile caches)."""
         return ("mixture", self.family.name, self.n_components, self.n_dims,
-                tuple(sorted(config.ESTEP_BLOCK_OBS.items())), config.CPU_TILE_OBS)
+                tuple(sorted(config.ESTEP_BLOCK_OBS.items())), config.CPU_TILE_OBS,
+                config.CPU_WIDE_WAVE_BLOCKS)
 
     component_label = "component"  # the components table's numbering column
 
