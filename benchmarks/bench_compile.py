@@ -47,7 +47,8 @@ def main() -> None:
             for tree in args.trees:
                 env["PYTHONPATH"] = os.path.abspath(tree)
                 out = subprocess.run([sys.executable, "-c", CHILD.format(fam=fam, dt=dt)],
-                                     env=env, capture_output=True, text=True, check=True)
+                                     env=env, capture_output=True, text=True, check=True,
+                                     cwd=tree)  # (python -c puts the working folder first)
                 s = float(out.stdout.split()[-1])
                 key = (fam, dt, tree)
                 best[key] = min(best.get(key, s), s)

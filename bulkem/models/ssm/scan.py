@@ -202,8 +202,10 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
         correct_f(b, C, U, e)  # b += W v, C -= W W^T
         return True
 
-    def solve(D, Z1, Z2, z):
-        """D^{-1} applied in place to Z1, Z2 (NX x NX) and z: Gaussian elimination, row pivots."""
+    def solve_rhs(D, Z1, Z2, z, two):
+        """D^{-1} applied in place to Z1 (NX x NX), z and, if ``two``, Z2: Gaussian
+        elimination with row pivots (each right-hand side's operations independent of
+        the others', so that with ``two`` false Z1 and z get the same bits)."""
         for c in range(NX):
             p = c
             big = abs(D[c * NX + c])
@@ -220,9 +222,10 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
                     v = Z1[c * NX + j]
                     Z1[c * NX + j] = Z1[p * NX + j]
                     Z1[p * NX + j] = v
-                    v = Z2[c * NX + j]
-                    Z2[c * NX + j] = Z2[p * NX + j]
-                    Z2[p * NX + j] = v
+                    if two:
+                        v = Z2[c * NX + j]
+                        Z2[c * NX + j] = Z2[p * NX + j]
+                        Z2[p * NX + j] = v
                 v = z[c]
                 z[c] = z[p]
                 z[p] = v
@@ -234,68 +237,27 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
                         D[r * NX + j] -= f * D[c * NX + j]
                     for j in range(NX):
                         Z1[r * NX + j] -= f * Z1[c * NX + j]
-                        Z2[r * NX + j] -= f * Z2[c * NX + j]
+                        if two:
+                            Z2[r * NX + j] -= f * Z2[c * NX + j]
                     z[r] -= f * z[c]
         for c in range(NX - 1, -1, -1):  # back substitution
             piv = D[c * NX + c]
             for j in range(NX):
                 s1 = Z1[c * NX + j]
-                s2 = Z2[c * NX + j]
+                s2 = Z2[c * NX + j] if two else ZERO
                 for k in range(c + 1, NX):
                     s1 -= D[c * NX + k] * Z1[k * NX + j]
-                    s2 -= D[c * NX + k] * Z2[k * NX + j]
+                    if two:
+                        s2 -= D[c * NX + k] * Z2[k * NX + j]
                 Z1[c * NX + j] = s1 / piv
-                Z2[c * NX + j] = s2 / piv
+                if two:
+                    Z2[c * NX + j] = s2 / piv
             s = z[c]
             for k in range(c + 1, NX):
                 s -= D[c * NX + k] * z[k]
             z[c] = s / piv
 
-    solve_f = jit(solve)
-
-    def solve_one(D, Z, z):
-        """``solve`` with one matrix right-hand side: the same operations on ``Z`` and ``z``."""
-        for c in range(NX):
-            p = c
-            big = abs(D[c * NX + c])
-            for r in range(c + 1, NX):
-                v = abs(D[r * NX + c])
-                if v > big:
-                    big = v
-                    p = r
-            if p != c:
-                for j in range(NX):
-                    v = D[c * NX + j]
-                    D[c * NX + j] = D[p * NX + j]
-                    D[p * NX + j] = v
-                    v = Z[c * NX + j]
-                    Z[c * NX + j] = Z[p * NX + j]
-                    Z[p * NX + j] = v
-                v = z[c]
-                z[c] = z[p]
-                z[p] = v
-            piv = D[c * NX + c]
-            for r in range(c + 1, NX):
-                f = D[r * NX + c] / piv
-                if f != ZERO:
-                    for j in range(c + 1, NX):
-                        D[r * NX + j] -= f * D[c * NX + j]
-                    for j in range(NX):
-                        Z[r * NX + j] -= f * Z[c * NX + j]
-                    z[r] -= f * z[c]
-        for c in range(NX - 1, -1, -1):
-            piv = D[c * NX + c]
-            for j in range(NX):
-                s = Z[c * NX + j]
-                for k in range(c + 1, NX):
-                    s -= D[c * NX + k] * Z[k * NX + j]
-                Z[c * NX + j] = s / piv
-            s = z[c]
-            for k in range(c + 1, NX):
-                s -= D[c * NX + k] * z[k]
-            z[c] = s / piv
-
-    solve_one_f = jit(solve_one)
+    solve_rhs_f = jit(solve_rhs)
 
     def combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T):
         for i in range(NX):
@@ -315,7 +277,7 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
         for k in range(NXX):
             Z1[k] = A1[k]
             Z2[k] = C1[k]
-        solve_f(D, Z1, Z2, z)  # Z1 = D^-1 A1, Z2 = D^-1 C1, z = D^-1 (b1 + C1 eta2)
+        solve_rhs_f(D, Z1, Z2, z, True)  # Z1 = D^-1 A1, Z2 = D^-1 C1, z = D^-1 (b1 + C1 eta2)
         for i in range(NX):  # eta = Z1^T w + eta1
             s = eta1[i]
             for k in range(NX):
@@ -368,7 +330,7 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
                 D[i * NX + j] = s
         for k in range(NXX):
             Z2[k] = C1[k]
-        solve_one_f(D, Z2, z)  # Z2 = D^-1 C1, z = D^-1 (b1 + C1 eta2)
+        solve_rhs_f(D, Z2, Z2, z, False)  # Z2 = D^-1 C1, z = D^-1 (b1 + C1 eta2)
         for i in range(NX):  # b = A2 z + b2, T = A2 Z2
             s = b2[i]
             for k in range(NX):
