@@ -49,10 +49,12 @@ class MixtureModel:
 
     @property
     def key(self) -> tuple:
-        """What the compiled code depends on (for compile caches)."""
+        """What the compiled code depends on (for compile caches), the settings it bakes in
+        included (a test that patches one gets kernels built with it)."""
         return ("mixture", self.family.name, self.n_components, self.n_dims,
                 tuple(sorted(config.ESTEP_BLOCK_OBS.items())), config.CPU_TILE_OBS,
-                config.CPU_WIDE_WAVE_BLOCKS)
+                config.CPU_WIDE_WAVE_BLOCKS, tuple(sorted(config.EXACT_RTOL.items())),
+                config.MIN_COMPONENT_MASS, config.GAUSS_VAR_RTOL)
 
     component_label = "component"  # the components table's numbering column
 
