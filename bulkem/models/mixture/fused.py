@@ -331,16 +331,10 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     def load(feat, stride, j, step, n, buf):
         for f in range(NF):
             src = f * stride + j
-            if step == 1:  # the CPU engines' lanes: contiguous, copied as such
-                for t in range(n):
-                    x = feat[src + t]
-                    buf[OX + f * T + t] = x
-                    buf[OXT + t * NF + f] = x
-            else:
-                for t in range(n):
-                    x = feat[src + t * step]
-                    buf[OX + f * T + t] = x
-                    buf[OXT + t * NF + f] = x
+            for t in range(n):
+                x = feat[src + t * step]
+                buf[OX + f * T + t] = x
+                buf[OXT + t * NF + f] = x
 
     def take(part, stats, buf, n, acc, half):
         """The tile's observations, one by one in order, into the running block ``acc``.
@@ -488,7 +482,7 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     @njit(parallel=True)
     def run(cf, feat, stride, lo, hi, stats, xc):
         nb = (hi - lo + B - 1) // B
-        nw = min(nb, WAVE)
+        nw = max(1, min(nb, WAVE))  # (at least 1: the waves' loop steps by it)
         rows = np.empty((nw, NS), cdt)
         lls = np.empty(nw)
         nk = (NS - K0 + KCH - 1) // KCH
