@@ -7,6 +7,7 @@ import pytest
 from reference_hmm import baum_welch, sample
 
 import bulkem
+import bulkem.models.tmap  # (bulkem imports its submodules lazily)
 from bulkem import config
 from bulkem.engines.cuda.wide import deal, thread_loads
 
