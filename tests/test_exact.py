@@ -241,3 +241,23 @@ def test_numpy_dtypes_are_accepted():
     a = bulkem.fit(data, n_starts=1, max_iter=3, seed=1, backend="cpu", dtype=np.float32)
     b = bulkem.fit(data, n_starts=1, max_iter=3, seed=1, backend="cpu", dtype="float32")
     assert a.dtype == "float32" and a.starts.equals(b.starts)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_exp_of_far_terms_is_zero_never_subnormal(dtype):
+    """The E-step's exp(-a): accurate where it matters, exactly 0 for the far terms, whose
+    subnormal values (and products) cost Intel CPUs a microcode assist per operation."""
+    from numba import njit
+
+    from bulkem.kernels.fastmath import EXP_CONSTS, make_math
+
+    exp_neg, _ = make_math(dtype, njit(inline="always"))
+    f = njit(lambda a, xc: exp_neg(a, xc))
+    xc = np.array(EXP_CONSTS, dtype)
+    tiny = np.finfo(dtype).tiny
+    cut = 690.0 if dtype == np.float64 else 80.0
+    for a in np.linspace(0.0, cut - 0.5, 300).astype(dtype):
+        e = f(a, xc)
+        assert e >= tiny and abs(e - np.exp(-np.float64(a))) <= 4e-7 * np.exp(-np.float64(a))
+    for a in (cut, cut + 20.0, 1e4, np.inf):
+        assert f(dtype(a), xc) == 0.0

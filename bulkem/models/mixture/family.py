@@ -123,6 +123,14 @@ class Family:
         over ``t`` is innermost and vectorises (:func:`.fused.make_pass`,
         ``tile``); None: the per-observation hooks in a loop, enough when
         they have no loop of their own.
+    accum_tile : callable or None
+        CPU hook ``accum_tile(P, R, M, D, X, T, t0, t1)``: adds ``accum``
+        of the tile's observations ``t0 <= t < t1`` with weight ``R[t M + m]``
+        for every component ``m < M`` to ``P``, laid out by
+        statistic (``P[k M + m]``), each sum taking the observations in order
+        with ``accum``'s operations (the same bits), the loop over the
+        components innermost.  None: the CPU takes observations one at a time
+        (``make_pass`` without ``tile``).
     """
 
     name: str
@@ -155,6 +163,7 @@ class Family:
     coef_bound: Callable | None = None
     logdens_tile: Callable | None = None
     exact_logdens_tile: Callable | None = None
+    accum_tile: Callable | None = None
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""

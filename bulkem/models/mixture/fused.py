@@ -85,7 +85,8 @@ def _block_obs(dtype, n_components: int) -> int:
     return max(block, 1)
 
 
-def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0) -> Pass:
+def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0,
+              by_stat: bool = False) -> Pass:
     """Build the E-step pieces of the driver.
 
     Parameters
@@ -105,6 +106,12 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
         observations ``tile`` at a time (:func:`_make_tiled`): the same
         arithmetic in the same order, so the same bits, with the inner loops
         over a tile's observations, which the compiler vectorises.
+    by_stat : bool, optional
+        With ``tile`` (and a family with ``accum_tile``): ``estep`` and
+        ``exact`` add to ``stats`` laid out by statistic, ``stats[k M + m]``,
+        and leave the entries of components below ``first`` alone (for
+        :func:`make_blocked`); else by component, ``stats[S m + k]``, as
+        without ``tile``.
 
     Returns
     -------
@@ -266,9 +273,9 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
                 s -= stats[S * m + k]
             stats[k] = s
 
-    if tile:  # compiled on their own (see _make_tiled)
+    if tile and family.accum_tile is not None:  # compiled on their own (see _make_tiled)
         pass_fast, pass_exact = _make_tiled(family, M, D, dtype, jit, (exp_neg, recip),
-                                            int(BLOCK), FIRST, tile)
+                                            int(BLOCK), FIRST, tile, by_stat)
     else:
         pass_fast, pass_exact = jit(estep), jit(exact)
     return Pass(jit(totals), jit(shift), pass_fast, jit(complete), FIRST, pass_exact, int(BLOCK))
@@ -285,21 +292,30 @@ def _tile_of(logdens_f, jit):
     return jit(tile)
 
 
-def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: int):
+def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: int,
+                by_stat: bool):
     """``estep`` and ``exact`` of :func:`make_pass`, ``tile`` observations at a time (CPU).
 
-    Each tile's features are copied twice, by feature (``X[f T + t]``, for
-    the log densities) and by observation (``XT[t NF + f]``, for ``accum``
-    with stride 1).  Every per-observation quantity of the one-at-a-time
-    passes is then computed for the whole tile, in loops over ``t`` that
-    keep each observation's own order of operations (the compiler vectorises
-    across observations, never within a sum), and the block's running sums
-    (``prod``, ``top_sum``, the statistics) still take the observations one
-    by one, in order.  The log densities of a tile come from the family's
-    ``logdens_tile`` / ``exact_logdens_tile`` where it has them (a loop over
-    the dimensions outside the loop over ``t``), else from its
-    per-observation hooks.  Tiles and blocks are independent: a tile may
-    hold the end of one block and the start of the next.
+    Each tile's features are copied by feature (``X[f T + t]``).  Every
+    per-observation quantity of the one-at-a-time passes is then computed
+    for the whole tile, in loops over ``t`` that keep each observation's own
+    order of operations (the compiler vectorises across observations, never
+    within a sum), and the block's running sums (``prod``, ``top_sum``, the
+    statistics) still take the observations one by one, in order.  The log
+    densities of a tile come from the family's ``logdens_tile`` /
+    ``exact_logdens_tile`` where it has them (a loop over the dimensions
+    outside the loop over ``t``), else from its per-observation hooks; the
+    statistics from its ``accum_tile``, into ``part`` laid out by statistic
+    (``part[k M + m]``, the components innermost, so that the compiler
+    vectorises across them), with the responsibilities of the tile laid
+    out by observation (``R[t M + m]``).  Tiles and blocks are independent:
+    a tile may hold the end of one block and the start of the next.  A full
+    block's sums go to float64 sums laid out by statistic as well: ``stats``
+    itself with ``by_stat``, else a copy of ``stats``'s entries, copied back
+    at the end of the pass (the same additions in the same order, so the
+    same bits; adding a block into ``stats`` laid out by component, a
+    strided transpose per block, took as long as the block's statistics
+    in float32, where a block is 24 observations).
 
     The two passes are compiled as functions of their own (``numba.njit``,
     their helpers inlined into them) that the EM loop calls once per E-step,
@@ -312,9 +328,9 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     S = NS // M
     T = tile
     FIRST = first
-    K0 = S * FIRST
     BLOCK = block
-    accum_f = jit(family.accum)
+    BY_STAT = by_stat
+    acc_f = jit(family.accum_tile)
     lin_f = (jit(family.logdens_tile) if family.logdens_tile is not None
              else _tile_of(jit(family.logdens), jit))
     ex_f = (jit(family.exact_logdens_tile) if family.exact_logdens_tile is not None
@@ -322,9 +338,10 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     exp_neg, recip = math_f
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
-    # scratch: X, XT (NF T each), V (M T), TOP, S, Q (T each)
-    OX, OXT, OV = 0, NF * T, 2 * NF * T
-    OTOP = OV + M * T
+    # scratch: X (NF T), V, R (M T each), TOP, S, Q (T each)
+    OX, OV = 0, NF * T
+    OR = OV + M * T
+    OTOP = OR + M * T
     OS, OQ = OTOP + T, OTOP + 2 * T
     NBUF = OTOP + 3 * T
 
@@ -332,38 +349,48 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
         for f in range(NF):
             src = f * stride + j
             for t in range(n):
-                x = feat[src + t * step]
-                buf[OX + f * T + t] = x
-                buf[OXT + t * NF + f] = x
+                buf[OX + f * T + t] = feat[src + t * step]
 
-    def take(part, stats, buf, n, acc, half):
-        """The tile's observations, one by one in order, into the running block ``acc``.
+    def take(part, out, buf, n, acc, half):
+        """The tile's observations, in order, into the running block ``acc``.
 
         ``acc = (ll, prod, top_sum, count)``: a block (``BLOCK`` observations)
         multiplies its sums ``s`` and adds its largest log densities, and its
-        statistics go to ``part``; a full block is logged into ``ll`` and
-        flushed into ``stats``.
+        statistics go to ``part`` (by statistic: ``part[k M + m]``); a full
+        block is logged into ``ll`` and flushed into ``out`` (by statistic too).
         """
         ll, prod, top_sum, count = acc
-        XT = buf[OXT:OV]
-        for t in range(n):
-            prod *= buf[OS + t]
-            top_sum += buf[OTOP + t]
+        V = buf[OV:OR]
+        for t in range(n):  # the responsibilities, by observation
             q = buf[OQ + t]
+            rt = buf[OR + t * M:OR + (t + 1) * M]
+            for m in range(FIRST):  # (summed, not used: zeros, never subnormal numbers)
+                rt[m] = ZERO
             for m in range(FIRST, M):
-                accum_f(part, m, buf[OV + m * T + t] * q, D, XT, 1, t * NF)
-            count += 1
+                rt[m] = V[m * T + t] * q
+        t0 = 0
+        while t0 < n:
+            t1 = min(n, t0 + (BLOCK - count))  # the rest of the tile or of the block
+            for t in range(t0, t1):
+                prod *= buf[OS + t]
+                top_sum += buf[OTOP + t]
+            acc_f(part, buf[OR:OTOP], M, D, buf[OX:OV], T, t0, t1)
+            count += t1 - t0
             if count == BLOCK:
-                ll = flush(part, stats, ll, prod, top_sum, half)
+                ll = flush(part, out, ll, prod, top_sum, half)
                 prod, top_sum, count = ONE, ZERO, 0
+            t0 = t1
         return ll, prod, top_sum, count
 
-    def flush(part, stats, ll, prod, top_sum, half):
-        """Log a block's product into ``ll``; add its statistics to ``stats``, zero them."""
+    def flush(part, out, ll, prod, top_sum, half):
+        """Log a block's product into ``ll``; add its statistics to ``out``, zero them."""
         ll += math.log(np.float64(prod)) + half * np.float64(top_sum)
-        for k in range(K0, NS):
-            stats[k] += part[k]
-            part[k] = ZERO
+        for k in range(S):
+            o = k * M
+            for m in range(FIRST, M):
+                out[o + m] += part[o + m]
+            for m in range(M):
+                part[o + m] = ZERO
         return ll
 
     def normalise(buf, n, first, xc):
@@ -378,9 +405,9 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
 
     def linear_tile(dcoef, buf, n, xc):
         """``OS``, ``OTOP``, ``OQ`` and the responsibilities' numerators (``OV``) of a tile."""
-        V = buf[OV:OTOP]
+        V = buf[OV:OR]
         if M == 2:
-            lin_f(dcoef, 1, D, buf[OX:OXT], T, n, V)
+            lin_f(dcoef, 1, D, buf[OX:OV], T, n, V)
             for t in range(n):
                 v = buf[OV + T + t]
                 a = abs(v)
@@ -395,7 +422,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
         for t in range(n):
             buf[OTOP + t] = ZERO
         for m in range(1, M):
-            lin_f(dcoef, m, D, buf[OX:OXT], T, n, V)
+            lin_f(dcoef, m, D, buf[OX:OV], T, n, V)
             for t in range(n):
                 buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
         for t in range(n):
@@ -406,12 +433,12 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
 
     def exact_tile(ecoef, buf, n, xc):
         """As :func:`linear_tile`, from the exact log densities of every component."""
-        V = buf[OV:OTOP]
-        ex_f(ecoef, 0, D, buf[OX:OXT], T, n, V)
+        V = buf[OV:OR]
+        ex_f(ecoef, 0, D, buf[OX:OV], T, n, V)
         for t in range(n):
             buf[OTOP + t] = buf[OV + t]
         for m in range(1, M):
-            ex_f(ecoef, m, D, buf[OX:OXT], T, n, V)
+            ex_f(ecoef, m, D, buf[OX:OV], T, n, V)
             for t in range(n):
                 buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
         for t in range(n):
@@ -424,19 +451,30 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
         def run(cf, feat, stride, start, hi, step, stats, part, t_, xc):
             stride, step, hi = np.int64(stride), np.int64(step), np.int64(hi)
             buf = np.empty(NBUF, dtype)
-            for k in range(K0, NS):
+            for k in range(NS):
                 part[k] = ZERO
+            if BY_STAT:
+                out = stats
+            else:  # stats by component: the sums go by statistic meanwhile (same bits)
+                out = np.empty(NS)
+                for m in range(FIRST, M):
+                    for k in range(S):
+                        out[k * M + m] = stats[S * m + k]
             acc = (0.0, ONE, ZERO, 0)
             j = np.int64(start)
             while j < hi:
                 n = min(T, (hi - j + step - 1) // step)
                 load(feat, stride, j, step, n, buf)
                 tile_f(cf, buf, n, xc)
-                acc = take(part, stats, buf, n, acc, half)
+                acc = take(part, out, buf, n, acc, half)
                 j += n * step
             ll, prod, top_sum, count = acc
             if count > 0:
-                ll = flush(part, stats, ll, prod, top_sum, half)
+                ll = flush(part, out, ll, prod, top_sum, half)
+            if not BY_STAT:
+                for m in range(FIRST, M):
+                    for k in range(S):
+                        stats[S * m + k] = out[k * M + m]
             return ll
 
         return run
@@ -451,7 +489,8 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
             njit(make_run(exact_tile, 1.0)))
 
 
-def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, first: int):
+def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, first: int,
+                 by_stat: bool = False):
     """A pass over one lane's observations, its blocks computed in parallel (CPU).
 
     ``run(cf, feat, stride, lo, hi, stats, xc) -> ll`` gives the bits of
@@ -467,14 +506,19 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     among the threads.  The rows of a wave are reused by the next, so the
     memory is that of a wave, whatever the number of blocks (a row per block
     of a whole dataset was 160 MB per E-step for N = 230,400, M = D = 32 in
-    float32, where blocks are 24 observations).
+    float32, where blocks are 24 observations).  With ``by_stat``, ``pass_f``
+    writes its rows laid out by statistic (:func:`make_pass`), and they are
+    added to a copy of ``stats`` laid out so, copied back at the end.
     """
     from numba import prange
 
     NS = n_stats
     M = n_components
+    S = n_stats // n_components
     B = block
-    K0 = first * (n_stats // n_components)
+    FIRST = first
+    K0 = 0 if by_stat else first * S  # rows: the entries the pass writes (or zeros)
+    BY_STAT = by_stat
     cdt = dtype
     WAVE = max(1, config.CPU_WIDE_WAVE_BLOCKS)
     KCH = 64  # statistics per task of the merge
@@ -486,6 +530,13 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
         rows = np.empty((nw, NS), cdt)
         lls = np.empty(nw)
         nk = (NS - K0 + KCH - 1) // KCH
+        if BY_STAT:
+            out = np.zeros(NS)
+            for m in range(FIRST, M):
+                for k in range(S):
+                    out[k * M + m] = stats[S * m + k]
+        else:
+            out = stats
         ll = 0.0
         for w0 in range(0, nb, nw):
             n = min(nw, nb - w0)
@@ -501,9 +552,13 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
                 k1 = min(NS, K0 + (c + 1) * KCH)
                 for j in range(n):
                     for k in range(K0 + c * KCH, k1):
-                        stats[k] += rows[j, k]
+                        out[k] += rows[j, k]
             for j in range(n):
                 ll += lls[j]
+        if BY_STAT:
+            for m in range(FIRST, M):
+                for k in range(S):
+                    stats[S * m + k] = out[k * M + m]
         return ll
 
     return run

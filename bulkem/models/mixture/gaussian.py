@@ -114,36 +114,59 @@ def logdens_tile(c, m, D, X, T, n, v):
     """``logdens`` of the tile's observations ``t < n`` (``X[d T + t]``) into ``v[m T + t]``.
 
     The same operations in the same order for each observation, the loop over
-    the observations inside the loop over the dimensions (so that it vectorises).
+    the observations inside the loop over the dimensions (so that it vectorises),
+    two dimensions per load and store of ``v``.
     """
     b = (1 + 2 * D) * m
-    o = m * T
+    vm = v[m * T:(m + 1) * T]
     c0 = c[b]
     for t in range(n):
-        v[o + t] = c0
-    for d in range(D):
+        vm[t] = c0
+    for d in range(0, D - 1, 2):
         c1 = c[b + 1 + d]
         c2 = c[b + 1 + D + d]
-        x0 = d * T
+        e1 = c[b + 2 + d]
+        e2 = c[b + 2 + D + d]
+        xd = X[d * T:(d + 1) * T]
+        xe = X[(d + 1) * T:(d + 2) * T]
         for t in range(n):
-            x = X[x0 + t]
-            v[o + t] += x * (c1 + c2 * x)
+            x = xd[t]
+            y = xe[t]
+            vm[t] = (vm[t] + x * (c1 + c2 * x)) + y * (e1 + e2 * y)
+    if D % 2:
+        c1 = c[b + D]
+        c2 = c[b + 2 * D]
+        xd = X[(D - 1) * T:D * T]
+        for t in range(n):
+            x = xd[t]
+            vm[t] += x * (c1 + c2 * x)
 
 
 def exact_logdens_tile(c, m, D, X, T, n, v):
     """``exact_logdens`` of a tile, as :func:`logdens_tile`."""
     b = (1 + 2 * D) * m
-    o = m * T
+    vm = v[m * T:(m + 1) * T]
     c0 = c[b]
     for t in range(n):
-        v[o + t] = c0
-    for d in range(D):
+        vm[t] = c0
+    for d in range(0, D - 1, 2):
         mean = c[b + 1 + d]
         s = c[b + 1 + D + d]
-        x0 = d * T
+        mean2 = c[b + 2 + d]
+        s2 = c[b + 2 + D + d]
+        xd = X[d * T:(d + 1) * T]
+        xe = X[(d + 1) * T:(d + 2) * T]
         for t in range(n):
-            z = (X[x0 + t] - mean) * s
-            v[o + t] -= z * z
+            z = (xd[t] - mean) * s
+            y = (xe[t] - mean2) * s2
+            vm[t] = (vm[t] - z * z) - y * y
+    if D % 2:
+        mean = c[b + D]
+        s = c[b + 2 * D]
+        xd = X[(D - 1) * T:D * T]
+        for t in range(n):
+            z = (xd[t] - mean) * s
+            vm[t] -= z * z
 
 
 def coef_bound(c, tot, m, D):
@@ -167,6 +190,46 @@ def accum(stats, m, r, D, feat, stride, i):
         stats[b + 1 + d] += rx
         stats[b + 1 + D + d] += rx * x
         o += stride
+
+
+def accum_tile(P, R, M, D, X, T, t0, t1):
+    """``accum`` of a tile's observations ``t0 <= t < t1`` (``X[d T + t]``), weights ``R[t M + m]``.
+
+    Every component ``m < M``, into ``P`` laid out by statistic (``P[k M + m]``):
+    each sum takes the observations in order, with ``accum``'s operations, so the
+    same bits; the loop over the components is innermost and vectorises (indexed
+    from 0 in slices), and two observations share each load and store of a sum.
+    """
+    p0 = P[:M]
+    t = t0
+    while t + 1 < t1:
+        r0 = R[t * M:(t + 1) * M]
+        r1 = R[(t + 1) * M:(t + 2) * M]
+        for m in range(M):
+            p0[m] = (p0[m] + r0[m]) + r1[m]
+        for d in range(D):
+            x0 = X[d * T + t]
+            x1 = X[d * T + t + 1]
+            pa = P[(1 + d) * M:(2 + d) * M]  # sum of r x_d
+            pb = P[(1 + D + d) * M:(2 + D + d) * M]  # sum of r x_d^2
+            for m in range(M):
+                rx0 = r0[m] * x0
+                rx1 = r1[m] * x1
+                pa[m] = (pa[m] + rx0) + rx1
+                pb[m] = (pb[m] + rx0 * x0) + rx1 * x1
+        t += 2
+    if t < t1:
+        r0 = R[t * M:(t + 1) * M]
+        for m in range(M):
+            p0[m] += r0[m]
+        for d in range(D):
+            x0 = X[d * T + t]
+            pa = P[(1 + d) * M:(2 + d) * M]
+            pb = P[(1 + D + d) * M:(2 + D + d) * M]
+            for m in range(M):
+                rx0 = r0[m] * x0
+                pa[m] += rx0
+                pb[m] += rx0 * x0
 
 
 def mstep(stats, params, M, D, n, reg):
@@ -354,6 +417,7 @@ FAMILY = Family(
     logdens=logdens,
     accum=accum,
     mstep=mstep,
+    accum_tile=accum_tile,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
     logdens_tile=logdens_tile,

@@ -80,6 +80,19 @@ def accum(stats, m, r, D, feat, stride, i):
     stats[_P * m + 2] += r * feat[stride + i]
 
 
+def accum_tile(P, R, M, D, X, T, t0, t1):
+    """``accum`` of a tile's observations ``t0 <= t < t1``, as ``gaussian.accum_tile``."""
+    for t in range(t0, t1):
+        x = X[t]
+        y = X[T + t]
+        r0 = t * M
+        for m in range(M):
+            r = R[r0 + m]
+            P[m] += r
+            P[M + m] += r * x
+            P[2 * M + m] += r * y
+
+
 def mstep(stats, params, M, D, n, reg):
     for m in range(M):
         s0 = stats[_P * m]
@@ -188,6 +201,7 @@ FAMILY = Family(
     logdens=logdens,
     accum=accum,
     mstep=mstep,
+    accum_tile=accum_tile,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
     coef_bound=coef_bound,

@@ -219,7 +219,9 @@ class MixtureModel:
         jit = target.jit
         approx = target.approx32 if dtype == np.float32 else None
         tile = 0 if target.name == "cuda" else config.CPU_TILE_OBS
-        ps = make_pass(fam, M, D, dtype, jit, approx, tile)
+        wide = target.name == "cpu-wide"
+        by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
+        ps = make_pass(fam, M, D, dtype, jit, approx, tile, by_stat)
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
@@ -236,9 +238,9 @@ class MixtureModel:
         SCALE = S + (2 if dtype == np.float64 else 3)  # tot[SCALE]: the base, then |ll|
         EPS = float(np.finfo(dtype).eps)
         TAU = config.EXACT_RTOL[np.dtype(dtype).name]
-        if target.name == "cpu-wide":
-            fast_f = make_blocked(ps.estep, NS, M, dtype, ps.block, first)
-            exact_f = make_blocked(ps.exact, NS, M, dtype, ps.block, first)
+        if wide:
+            fast_f = make_blocked(ps.estep, NS, M, dtype, ps.block, first, by_stat)
+            exact_f = make_blocked(ps.exact, NS, M, dtype, ps.block, first, by_stat)
 
             def run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc):
                 return fast_f(work[:NC], feat, stride, lo, hi, stats, xc)
