@@ -14,9 +14,9 @@ few repeats, compilation excluded by a warm-up call of the same shapes):
     "per-series" forces every series through the full filter (the path of
     series with missing values).
 (b) One long series (``--long-steps``, issue: 10^6) of a 2-D random walk and
-    of AR(10): ``scan`` and ``splash`` (window 10 / 11) on the CPU cores and
-    the GPU against the sequential filter on one CPU core, with the splash
-    error.
+    of AR(10): ``scan`` (the steady-state scan, and the full one) and ``splash``
+    (window 10 / 11) on the CPU cores and the GPU against the sequential filter
+    on one CPU core, with the splash error.
 (c) The paper's Figures 5-6: seconds per series against the series length
     (``--lengths``, 32 .. 4,096) for a 2-D and a 10-D random walk and AR(10)
     with and without a missing observation every 20 steps (sequential on one
@@ -281,7 +281,10 @@ def section_b(args, gpu: bool) -> None:
         exact_ll = ref.loglik[0]
         row(f"{name}: sequential filter, 1 CPU core", fmt_s(t_seq), "1.0x", "")
         t, out = best_of(lambda b=batch: kalman_cpu.scan(b), repeat=2)
-        row(f"{name}: scan, CPU cores", fmt_s(t), f"{t_seq / t:.1f}x",
+        row(f"{name}: scan (steady state), CPU cores", fmt_s(t), f"{t_seq / t:.1f}x",
+            f"{out.loglik[0] - exact_ll:+.2e}")
+        t, out = best_of(lambda b=batch: kalman_cpu.scan(b, shared=False), repeat=2)
+        row("  ... full scan (covariances in every element)", fmt_s(t), f"{t_seq / t:.1f}x",
             f"{out.loglik[0] - exact_ll:+.2e}")
         t, out = best_of(lambda b=batch, w=w: kalman_cpu.splash(b, w, 1e6), repeat=2)
         row(f"{name}: splash (window {w}), CPU cores", fmt_s(t), f"{t_seq / t:.1f}x",
@@ -297,16 +300,24 @@ def section_b(args, gpu: bool) -> None:
 
         small = pack([y[:5000]], model)
         kalman_cuda.scan(small)
+        kalman_cuda.scan(small, shared=False)
         kalman_cuda.splash(small, w, 1e6)
         dev = kalman_cuda.to_device(batch)
         t, out = best_of(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=5)
-        row(f"{name}: scan, GPU, data there", fmt_s(t), f"{t_seq / t:.1f}x",
+        row(f"{name}: scan (steady state), GPU, data there", fmt_s(t), f"{t_seq / t:.1f}x",
             f"{out.loglik[0] - exact_ll:+.2e}")
-        for c0 in (8, 32, 64, 128):  # the level-0 chunk (config.KALMAN_CUDA_SCAN_CHUNK0) tried
-            t, out = best_of(lambda b=batch, d=dev, c0=c0: kalman_cuda.scan(b, chunk0=c0, dev=d),
-                             repeat=3)
-            row(f"  ... chunks of {c0} steps", fmt_s(t), f"{t_seq / t:.1f}x",
+        t, out = best_of(lambda b=batch: kalman_cuda.scan(b), repeat=3)
+        row("  ... whole call (copy, gains, plan)", fmt_s(t), f"{t_seq / t:.1f}x",
+            f"{out.loglik[0] - exact_ll:+.2e}")
+        for c0, c in ((32, 32), (64, 16), (128, 32), (256, 32), (512, 32)):  # chunks tried
+            t, out = best_of(lambda b=batch, d=dev, c0=c0, c=c: kalman_cuda.scan(
+                b, chunk0=c0, chunk=c, dev=d), repeat=3)
+            row(f"  ... chunks of {c0} steps, {c} elements", fmt_s(t), f"{t_seq / t:.1f}x",
                 f"{out.loglik[0] - exact_ll:+.2e}")
+        t, out = best_of(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d, shared=False),
+                         repeat=3)
+        row("  ... full scan (covariances in every element)", fmt_s(t), f"{t_seq / t:.1f}x",
+            f"{out.loglik[0] - exact_ll:+.2e}")
         t, out = best_of(lambda b=batch, d=dev, w=w: kalman_cuda.splash(b, w, 1e6, dev=d),
                          repeat=5)
         row(f"{name}: splash (window {w}), GPU, data there", fmt_s(t), f"{t_seq / t:.1f}x",

@@ -64,6 +64,8 @@ def kbackend(request, monkeypatch) -> str:
     monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK", 2)
     monkeypatch.setattr(config, "KALMAN_CPU_SCAN_CHUNK0", 4)
     monkeypatch.setattr(config, "KALMAN_CPU_SCAN_CHUNK", 3)
+    monkeypatch.setattr(config, "KALMAN_CUDA_STEADY_CHUNK0", 3)
+    monkeypatch.setattr(config, "KALMAN_CUDA_STEADY_CHUNK", 2)
     return request.param
 
 
@@ -185,6 +187,60 @@ def test_exact_paths_and_layouts_agree(kbackend, seed):
     assert_rel(out.loglik, want)
 
 
+def test_plan_levels_longer_first_chunk():
+    """The steady-state scan's level 0: each series' first chunk holds ``first0`` steps."""
+    offsets = np.array([0, 10, 10, 11, 40, 100])
+    levels = plan_levels(offsets, 4, 2, first0=7)
+    lev0 = levels[0]
+    assert lev0.lo[0] == 0 and lev0.hi[-1] == offsets[-1]
+    assert np.all(lev0.lo[1:] == lev0.hi[:-1])
+    starts = offsets[lev0.series]
+    assert np.all((lev0.hi - lev0.lo)[lev0.first == 1]
+                  == np.minimum(7, offsets[lev0.series + 1] - starts)[lev0.first == 1])
+    inner = (lev0.first == 0) & (lev0.last == 0)
+    assert np.all(lev0.hi[inner] - lev0.lo[inner] == 4)
+    assert np.all(np.bincount(levels[-1].series, minlength=5)[[0, 2, 3, 4]] == 1)
+
+
+def test_steady_scan_matches_oracle(kbackend, seed):
+    """One model, no missing rows: the steady-state scan (means alone once the gains settle)
+    equals the oracle, over several levels, with series shorter than the transient too; it
+    steps aside for missing rows, several models, or ``shared=False``."""
+    from bulkem.engines import kalman_cpu
+    from bulkem.ssm import pack_series
+
+    if kbackend == "cuda":
+        from bulkem.engines import kalman_cuda as engine
+    else:
+        engine = kalman_cpu
+    rng = np.random.default_rng(seed)
+    for m in (ar3(), rw2()):
+        ys = [m.simulate(n, rng).reshape(n, -1) for n in (150, 1, 12, 90)]
+        batch = pack_series(list(enumerate(ys)), [m], True, np.dtype("float64"))[0]
+        st = kalman_cpu.steady(batch)
+        assert st is not None and 2 < st.n < 60
+        want = [ref_loglik(y, m) for y in ys]
+        for c0, c in ((3, 2), (5, 3), (None, None)):
+            got = engine.scan(batch, chunk0=c0, chunk=c)
+            assert_rel(got.loglik, want)
+            assert list(got.n_obs) == [150, 1, 12, 90] and list(got.fail) == [-1] * 4
+        assert len(plan_levels(batch.offsets, 3, 2, first0=st.n)) >= 4
+        full = engine.scan(batch, chunk0=3, chunk=2, shared=False)
+        assert_rel(full.loglik, want)
+        if kbackend == "cuda":
+            assert_rel(got.loglik, kalman_cpu.scan(batch).loglik, 1e-12)
+    gap = [y.copy() for y in ys]
+    gap[0][5] = np.nan
+    assert kalman_cpu.steady(pack_series(list(enumerate(gap)), [m], True,
+                                         np.dtype("float64"))[0]) is None
+    two = pack_series(list(enumerate(ys[:2])), [m, rw2()], False, np.dtype("float64"))[0]
+    assert kalman_cpu.steady(two) is None
+    assert kalman_cpu.steady(batch, shared=False) is None
+    f32 = pack_series(list(enumerate(ys)), [m], True, np.dtype("float32"))[0]
+    assert kalman_cpu.steady(f32) is not None
+    assert_rel(engine.scan(f32, chunk0=3, chunk=2).loglik, want, 1e-4)
+
+
 def test_scan_long_series_many_levels(seed):
     """One long series, cut small: four levels of the CPU scan."""
     from bulkem.engines import kalman_cpu
@@ -241,7 +297,7 @@ def test_scan_kept_plan_and_one_level(kbackend, seed, monkeypatch):
         if (c0, c) in seen:  # the kept plan: the same bits
             assert got.loglik.tobytes() == seen[c0, c].loglik.tobytes()
         seen[c0, c] = got
-    assert len(dev.scratch) == 3
+    assert len([k for k in dev.scratch if k[0] == "scan"]) == 3  # (and the steady gains: None)
     assert engine.scan(batch).loglik.tobytes() == got.loglik.tobytes()  # a fresh device batch
     assert_rel(got.loglik, kalman_cpu.scan(batch, chunk0=3, chunk=2).loglik)
 

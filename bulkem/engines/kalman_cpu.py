@@ -10,6 +10,8 @@ is one parallel task that allocates its own small state arrays once.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -24,10 +26,11 @@ from ..models.ssm.plan import (
     gather,
     plan_levels,
     shared_series,
+    steady_matrices,
     step_chunks,
     subset,
 )
-from ..models.ssm.scan import element_size, make_scan
+from ..models.ssm.scan import element_size, make_scan, make_steady_scan
 from ..models.ssm.splash import make_splash
 
 _compiled: dict = {}
@@ -93,8 +96,9 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             e = np.empty(NY, dt)
             for i in range(NX):
                 m[i] = m0[i]
-            a, n = filter_mean_range(F, H, y, offsets[s], offsets[s + 1] - offsets[s], 1, m, t,
-                                     U, L, e, Ws, Ls, logdets)
+            n_s = offsets[s + 1] - offsets[s]
+            a, n = filter_mean_range(F, H, y, offsets[s], n_s, 1, 0, n_s, m, t, U, L, e, Ws, Ls,
+                                     logdets)
             ll[s] = a
             nobs[s] = n
 
@@ -255,9 +259,95 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             Ps[t] = P
         return True
 
+    s_chunk, s_up, s_down = make_steady_scan(nx, dt, jit, steps)
+
+    @njit
+    def steady_gains(F, H, Q, R, m0, P0, max_steps, tol, Ws, Ls, logdets):
+        """``gains`` until a step's ``W`` and ``L`` differ from the step before's by at
+        most ``tol`` times their largest entry: returns ``(n, fail)``, ``n`` the entries
+        stored (the last one the steady gain) or -1 if none within ``max_steps``."""
+        m = np.empty(NX, dt)
+        P = np.empty(NXX, dt)
+        T = np.empty(NXX, dt)
+        U = np.empty(NXY, dt)
+        L = np.empty(NYY, dt)
+        set_prior(m0, P0, m, P)
+        for t in range(max_steps):
+            bad = gains_range(F, H, Q, R, 1, m, P, T, U, L, Ws[t * NXY:], Ls[t * NYY:],
+                              logdets[t:])
+            if bad >= 0:
+                return -1, t
+            if t > 0:
+                dw, wmax, dl, lmax = 0.0, 0.0, 0.0, 0.0
+                for k in range(NXY):
+                    dw = max(dw, abs(Ws[t * NXY + k] - Ws[(t - 1) * NXY + k]))
+                    wmax = max(wmax, abs(Ws[t * NXY + k]))
+                for k in range(NYY):
+                    dl = max(dl, abs(Ls[t * NYY + k] - Ls[(t - 1) * NYY + k]))
+                    lmax = max(lmax, abs(Ls[t * NYY + k]))
+                if dw <= tol * wmax and dl <= tol * lmax:
+                    return t + 1, -1
+        return -1, -1
+
+    @njit(parallel=True)
+    def steady_up0(y, offsets, lo, hi, first, last, series, F, H, m0, Ws, Ls, logdets, kmax,
+                   E):
+        for c in prange(len(lo)):
+            if last[c]:
+                continue
+            m = np.zeros(NX, dt)
+            t = np.empty(NX, dt)
+            U = np.empty(NXY, dt)
+            L = np.empty(NYY, dt)
+            e = np.empty(NY, dt)
+            s_chunk(F, H, y, lo[c], hi[c] - lo[c], lo[c] - offsets[series[c]], kmax,
+                    first[c] != 0, m0, m, t, U, L, e, Ws, Ls, logdets)
+            for i in range(NX):
+                E[i, c] = m[i]
+
+    @njit(parallel=True)
+    def steady_up(E, lo, hi, last, M, E_next):
+        for c in prange(len(lo)):
+            if last[c]:
+                continue
+            b = np.empty(NX, dt)
+            z = np.empty(NX, dt)
+            s_up(E, lo[c], hi[c], M, b, z)
+            for i in range(NX):
+                E_next[i, c] = b[i]
+
+    @njit(parallel=True)
+    def steady_down(E, prefix_next, lo, hi, first, M, prefix):
+        for c in prange(len(lo)):
+            b = np.empty(NX, dt)
+            z = np.empty(NX, dt)
+            start = lo[c]
+            for i in range(NX):  # a series' first element: the prefix after it is its b
+                b[i] = E[i, lo[c]] if first[c] else prefix_next[i, c]
+            s_down(E, lo[c], hi[c], start + 1 if first[c] else start, M, b, prefix, z)
+
+    @njit(parallel=True)
+    def steady_final(y, offsets, lo, hi, first, series, F, H, m0, Ws, Ls, logdets, kmax,
+                     prefix, ll, nobs):
+        for c in prange(len(lo)):
+            m = np.empty(NX, dt)
+            t = np.empty(NX, dt)
+            U = np.empty(NXY, dt)
+            L = np.empty(NYY, dt)
+            e = np.empty(NY, dt)
+            if not first[c]:
+                for i in range(NX):
+                    m[i] = prefix[i, c]
+            a, n = s_chunk(F, H, y, lo[c], hi[c] - lo[c], lo[c] - offsets[series[c]], kmax,
+                           first[c] != 0, m0, m, t, U, L, e, Ws, Ls, logdets)
+            ll[c] = a
+            nobs[c] = n
+
     progs = dict(exact=exact, gains=gains, exact_shared=exact_shared, scan_up0=scan_up0,
                  scan_up=scan_up, scan_down=scan_down, scan_final=scan_final, splash=splash,
-                 smooth=smooth, ne=element_size(nx))
+                 smooth=smooth, ne=element_size(nx), steady_gains=steady_gains,
+                 steady_up0=steady_up0, steady_up=steady_up, steady_down=steady_down,
+                 steady_final=steady_final)
     _compiled[key] = progs
     return progs
 
@@ -321,14 +411,69 @@ def gains(batch: SeriesBatch, n_steps: int, Ws: np.ndarray, Ls: np.ndarray,
                       logdets)
 
 
-def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None) -> LoglikOut:
-    """The exact filter by a blocked associative scan over time (see ``models/ssm/plan.py``)."""
+class Steady(NamedTuple):
+    """The covariance recursion shared by every series of a batch, up to its steady state."""
+
+    n: int  # entries; step k of a series uses entry min(k, n - 1)
+    Ws: np.ndarray
+    Ls: np.ndarray
+    logdets: np.ndarray
+    A: np.ndarray  # (nx, nx), float64: x_t = A x_{t-1} + W L^{-1} y_t from entry n - 1 on
+
+
+def steady(batch: SeriesBatch, shared: bool | None = None) -> Steady | None:
+    """The steady-state gains of a batch, if the steady-state scan can take it.
+
+    It can when every series has one model and no missing row (``shared`` not
+    False) and the covariance recursion settles within
+    ``config.KALMAN_SCAN_STEADY_MAX_STEPS`` steps and the longest series: step
+    ``t``'s ``W`` and ``L`` differ from step ``t - 1``'s by at most
+    ``config.KALMAN_SCAN_STEADY_ULPS`` units in the last place of their largest
+    entry.  Returns None otherwise (then the full scan runs).
+    """
+    md = batch.models
+    if shared is False or batch.n_series == 0 or len(md.F) != 1 or batch.has_missing.any():
+        return None
+    dt = batch.y.dtype
+    max_steps = min(int(batch.lengths.max()), config.KALMAN_SCAN_STEADY_MAX_STEPS)
+    nxy, nyy = md.nx * md.ny, md.ny * md.ny
+    Ws = np.empty(max(max_steps, 1) * nxy, dt)
+    Ls = np.empty(max(max_steps, 1) * nyy, dt)
+    logdets = np.empty(max(max_steps, 1))
+    p = _programs(md.nx, md.ny, md.kind, dt)
+    tol = config.KALMAN_SCAN_STEADY_ULPS * float(np.finfo(dt).eps)
+    n, _ = p["steady_gains"](md.F[0], md.H[0], md.Q[0], md.R[0], md.m0[0], md.P0[0],
+                             max_steps, dt.type(tol), Ws, Ls, logdets)
+    if n < 0:
+        return None
+    W = Ws[(n - 1) * nxy:n * nxy].reshape(md.nx, md.ny).astype(np.float64)
+    L = np.tril(Ls[(n - 1) * nyy:n * nyy].reshape(md.ny, md.ny).astype(np.float64))
+    K = np.linalg.solve(L.T, W.T).T  # the gain W L^{-1}
+    F = md.F[0].reshape(md.nx, md.nx).astype(np.float64)
+    H = md.H[0].reshape(md.ny, md.nx).astype(np.float64)
+    A = (np.eye(md.nx) - K @ H) @ F
+    return Steady(int(n), Ws[:n * nxy], Ls[:n * nyy], logdets[:n], A)
+
+
+def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None,
+         shared: bool | None = None) -> LoglikOut:
+    """The exact filter by a blocked associative scan over time (see ``models/ssm/plan.py``).
+
+    ``shared`` (None: when possible) lets a batch whose series share one model
+    and have no missing rows run the steady-state scan (:func:`steady`,
+    ``models/ssm/scan.py``), which carries means alone; False forces the full
+    scan.
+    """
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     if chunk0 is None:
         chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CPU_SCAN_CHUNK0,
                             numba.get_num_threads() * config.KALMAN_CPU_SCAN_CHUNKS_PER_THREAD)
-    levels = plan_levels(batch.offsets, chunk0, chunk or config.KALMAN_CPU_SCAN_CHUNK)
+    chunk = chunk or config.KALMAN_CPU_SCAN_CHUNK
+    st = steady(batch, shared)
+    if st is not None:
+        return _steady_scan(batch, st, chunk0, chunk)
+    levels = plan_levels(batch.offsets, chunk0, chunk)
     dt = batch.y.dtype
     ne = p["ne"]
     # up: the element of every chunk (but a series' last) of each level
@@ -356,6 +501,37 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     p["scan_final"](batch.y, lev.lo, lev.hi, lev.first, lev.series, batch.model_idx,
                     *_models(batch), prefix_next, ll_c, n_c, fail_c)
     return gather(batch, lev, ll_c, n_c, np.where(fail_c >= 0, fail_c, fail0))
+
+
+def _steady_scan(batch: SeriesBatch, st: Steady, chunk0: int, chunk: int) -> LoglikOut:
+    """The steady-state scan: the levels of ``scan``, elements of ``nx`` values."""
+    md = batch.models
+    dt = batch.y.dtype
+    p = _programs(md.nx, md.ny, md.kind, dt)
+    levels = plan_levels(batch.offsets, chunk0, chunk, first0=st.n)
+    mats = steady_matrices(st.A, chunk0, chunk, len(levels), dt)
+    one = (md.F[0], md.H[0], md.m0[0], st.Ws, st.Ls, st.logdets, st.n - 1)
+    elems = [None]  # elems[l]: elements of level l (one per chunk of level l - 1)
+    for li, lev in enumerate(levels[:-1]):
+        E = np.empty((md.nx, lev.n_chunks), dt)
+        if li == 0:
+            p["steady_up0"](batch.y, batch.offsets, lev.lo, lev.hi, lev.first, lev.last,
+                            lev.series, *one, E)
+        else:
+            p["steady_up"](elems[li], lev.lo, lev.hi, lev.last, mats[li], E)
+        elems.append(E)
+    prefix_next = np.empty((md.nx, 0), dt)  # (the top's chunks are all first: never read)
+    for li in range(len(levels) - 1, 0, -1):
+        lev = levels[li]
+        prefix = np.empty((md.nx, levels[li - 1].n_chunks), dt)
+        p["steady_down"](elems[li], prefix_next, lev.lo, lev.hi, lev.first, mats[li], prefix)
+        prefix_next = prefix
+    lev = levels[0]
+    ll_c = np.zeros(lev.n_chunks)
+    n_c = np.zeros(lev.n_chunks, dtype=np.int64)
+    p["steady_final"](batch.y, batch.offsets, lev.lo, lev.hi, lev.first, lev.series, *one,
+                      prefix_next, ll_c, n_c)
+    return gather(batch, lev, ll_c, n_c, np.full(lev.n_chunks, -1, dtype=np.int64))
 
 
 def splash_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | None

@@ -24,7 +24,11 @@ this module holds the kernels that loop and the host side.
   chunks' results, three rows (``scan_final`` keeps ``scan_up0``'s failing
   step where it has none), which the host adds in chunk order (one long
   series of 10^6 steps on an H100: RW 2-D 0.56 -> 0.47 -> 0.43-0.48 ms,
-  AR(10) 20.7 -> 4.6 -> 4.4 ms; the same bits).
+  AR(10) 20.7 -> 4.6 -> 4.4 ms; the same bits).  A batch of one model
+  without missing rows runs the steady-state scan instead (``scan.py``):
+  a thread per chunk at every level, elements of ``nx`` values field by
+  field, one matrix per level (the same series: RW 2-D 0.45 -> 0.23 ms,
+  AR(10) 4.51 -> 0.33 ms).
 * ``splash``: a thread per time step, in one kernel launch: a block per
   chunk (or a few) of ``config.KALMAN_SPLASH_SUM_CHUNK`` steps adds its
   chunk's terms in step order from shared memory, and only the chunk sums
@@ -55,9 +59,10 @@ from ..models.ssm.plan import (
     chunk0_for,
     plan_levels,
     shared_series,
+    steady_matrices,
     subset,
 )
-from ..models.ssm.scan import element_size, make_scan
+from ..models.ssm.scan import element_size, make_scan, make_steady_scan
 from ..models.ssm.splash import make_splash
 from .cuda import available, cuda  # numba.cuda, after the CUDA engine's shims
 
@@ -82,13 +87,14 @@ _compiled: dict = {}
 
 def _math(nx: int, ny: int, kind: int, dtype):
     """The per-step device functions of one (dimensions, structure, dtype): Kalman steps,
-    scan elements and splash points, built once per process."""
+    scan elements, splash points and steady-state scan chunks, built once per process."""
     key = ("math", nx, ny, kind, np.dtype(dtype).name)
     if key not in _compiled:
         dt = np.dtype(dtype).type
         steps = make_kalman(nx, ny, kind, dt, _device)
         _compiled[key] = (steps, make_scan(nx, ny, kind, dt, _device, steps),
-                          make_splash(nx, ny, dt, _device, steps))
+                          make_splash(nx, ny, dt, _device, steps),
+                          make_steady_scan(nx, dt, _device, steps))
     return _compiled[key]
 
 
@@ -99,7 +105,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         return _compiled[key]
     dt = np.dtype(dtype).type
     cdt = float32 if dt == np.float32 else float64
-    steps, sc, _ = _math(nx, ny, kind, dt)
+    steps, sc, _, _ = _math(nx, ny, kind, dt)
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     set_prior, predict, filter_range, filter_mean_range = (
         steps.set_prior, steps.predict, steps.filter_range, steps.filter_mean_range)
@@ -137,8 +143,8 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         e = cuda.local.array(NY, cdt)
         for i in range(NX):
             m[i] = m0[i]
-        a, n = filter_mean_range(F, H, y, start[j], length[j], stride, m, t, U, L, e, Ws, Ls,
-                                 logdets)
+        a, n = filter_mean_range(F, H, y, start[j], length[j], stride, 0, length[j], m, t, U,
+                                 L, e, Ws, Ls, logdets)
         ll[out[j]] = a
         nobs[out[j]] = n
 
@@ -259,8 +265,78 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         nobs[c] = n
         fail[c] = lo[c] + f if f >= 0 else fail0[c]  # (scan_up0's, or -1)
 
+    s_chunk, s_up, s_down = _math(nx, ny, kind, dt)[3]
+
+    @cuda.jit
+    def steady_up0(y, offsets, lo, hi, first, last, series, F, H, m0, Ws, Ls, logdets, kmax,
+                   E):
+        c = cuda.grid(1)
+        if c >= lo.shape[0] or last[c]:
+            return
+        m = cuda.local.array(NX, cdt)
+        t = cuda.local.array(NX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        for i in range(NX):
+            m[i] = 0
+        s_chunk(F, H, y, lo[c], hi[c] - lo[c], lo[c] - offsets[series[c]], kmax, first[c] != 0,
+                m0, m, t, U, L, e, Ws, Ls, logdets)
+        for i in range(NX):
+            E[i, c] = m[i]
+
+    @cuda.jit
+    def steady_up(E, lo, hi, last, M, E_next):
+        c = cuda.grid(1)
+        if c >= lo.shape[0] or last[c]:
+            return
+        b = cuda.local.array(NX, cdt)
+        z = cuda.local.array(NX, cdt)
+        s_up(E, lo[c], hi[c], M, b, z)
+        for i in range(NX):
+            E_next[i, c] = b[i]
+
+    @cuda.jit
+    def steady_down(E, prefix_next, lo, hi, first, M, prefix):
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        b = cuda.local.array(NX, cdt)
+        z = cuda.local.array(NX, cdt)
+        start = lo[c]
+        if first[c]:  # a series' first element: the prefix after it is its b
+            start += 1
+            for i in range(NX):
+                b[i] = E[i, lo[c]]
+        else:
+            for i in range(NX):
+                b[i] = prefix_next[i, c]
+        s_down(E, lo[c], hi[c], start, M, b, prefix, z)
+
+    @cuda.jit
+    def steady_final(y, offsets, lo, hi, first, series, F, H, m0, Ws, Ls, logdets, kmax,
+                     prefix, ll, nobs, fail):
+        c = cuda.grid(1)
+        if c >= lo.shape[0]:
+            return
+        m = cuda.local.array(NX, cdt)
+        t = cuda.local.array(NX, cdt)
+        U = cuda.local.array(NXY, cdt)
+        L = cuda.local.array(NYY, cdt)
+        e = cuda.local.array(NY, cdt)
+        if not first[c]:
+            for i in range(NX):
+                m[i] = prefix[i, c]
+        a, n = s_chunk(F, H, y, lo[c], hi[c] - lo[c], lo[c] - offsets[series[c]], kmax,
+                       first[c] != 0, m0, m, t, U, L, e, Ws, Ls, logdets)
+        ll[c] = a
+        nobs[c] = n
+        fail[c] = -1
+
     progs = dict(exact=exact, exact_shared=exact_shared, scan_up0=scan_up0, scan_up=scan_up,
-                 scan_down=scan_down, scan_final=scan_final, ne=element_size(nx),
+                 scan_down=scan_down, scan_final=scan_final, steady_up0=steady_up0,
+                 steady_up=steady_up, steady_down=steady_down, steady_final=steady_final,
+                 ne=element_size(nx),
                  np=nx + nx * nx)
     _compiled[key] = progs
     return progs
@@ -281,7 +357,7 @@ def _splash_program(nx: int, ny: int, kind: int, dtype, chunk: int, per_block: i
         return _compiled[key]
     dt = np.dtype(dtype).type
     cdt = float32 if dt == np.float32 else float64
-    _, _, sp = _math(nx, ny, kind, dt)
+    _, _, sp, _ = _math(nx, ny, kind, dt)
     point, point_shared = sp.point, sp.point_shared
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     CHUNK, PER_BLOCK, TPB = chunk, per_block, chunk * per_block
@@ -448,7 +524,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
 
 
 def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None,
-         dev: DeviceBatch | None = None) -> LoglikOut:
+         dev: DeviceBatch | None = None, shared: bool | None = None) -> LoglikOut:
     """The exact filter by a blocked associative scan over time, a thread per chunk.
 
     Parameters
@@ -465,6 +541,11 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
         The batch already on the GPU (``to_device(batch)``); calls again with
         the same one (and the same chunks) reuse its plan: chunk tables,
         buffers and prepared launches (:func:`_scan_plan`).
+    shared : bool, optional
+        As for :func:`bulkem.engines.kalman_cpu.scan`: None runs the
+        steady-state scan when the batch allows it (its level-0 chunks then at
+        least ``config.KALMAN_CUDA_STEADY_CHUNK0`` steps, ``config.
+        KALMAN_CUDA_STEADY_CHUNK`` elements per chunk above), False never.
 
     Returns
     -------
@@ -477,19 +558,34 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     down) and one copy back of the level-0 chunks' results; the host adds
     each series' chunks in chunk order (as ``plan.gather``): the same bits.
     """
-    if chunk0 is None:
-        chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
-                            config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
-    chunk = int(chunk or config.KALMAN_CUDA_SCAN_CHUNK)
+    from .kalman_cpu import steady
+
     reuse = dev is not None
     dev = to_device(batch) if dev is None else dev
-    wpb = _scan_warps(batch.models, batch.y.dtype)
-    how = (wpb, config.KALMAN_CUDA_THREADS) if wpb else 0
-    key = ("scan", threading.get_ident(), int(chunk0), chunk, how)
-    plan = dev.scratch.get(key)
-    if plan is None:
-        plan = _scan_plan(batch, dev, int(chunk0), chunk, reuse, wpb)
-        dev.scratch[key] = plan
+    st_key = ("steady", shared)  # the batch's steady-state gains, or None
+    if st_key not in dev.scratch:
+        dev.scratch[st_key] = steady(batch, shared)
+    st = dev.scratch[st_key]
+    if st is not None:
+        chunk0 = int(chunk0 or chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_STEADY_CHUNK0,
+                                          config.KALMAN_CUDA_SCAN_TARGET_CHUNKS))
+        chunk = int(chunk or config.KALMAN_CUDA_STEADY_CHUNK)
+        key = ("steady_scan", threading.get_ident(), chunk0, chunk, config.KALMAN_CUDA_THREADS)
+        plan = dev.scratch.get(key)
+        if plan is None:
+            plan = dev.scratch[key] = _steady_plan(batch, dev, st, chunk0, chunk, reuse)
+    else:
+        if chunk0 is None:
+            chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
+                                config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
+        chunk = int(chunk or config.KALMAN_CUDA_SCAN_CHUNK)
+        wpb = _scan_warps(batch.models, batch.y.dtype)
+        how = (wpb, config.KALMAN_CUDA_THREADS) if wpb else 0
+        key = ("scan", threading.get_ident(), int(chunk0), chunk, how)
+        plan = dev.scratch.get(key)
+        if plan is None:
+            plan = _scan_plan(batch, dev, int(chunk0), chunk, reuse, wpb)
+            dev.scratch[key] = plan
     for _, launch in plan.launches:
         launch()
     if plan.sums is not None:
@@ -540,7 +636,7 @@ def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int) -> dict:
 
     key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, config.KALMAN_CUDA_THREADS)
     if key not in _compiled:
-        steps, sc, _ = _math(nx, ny, kind, np.dtype(dtype).type)
+        steps, sc, _, _ = _math(nx, ny, kind, np.dtype(dtype).type)
         threads = config.KALMAN_CUDA_THREADS
         tpb = scan_warp.level0_threads(nx, dtype, threads)
         tpb_f = scan_warp.final_threads(nx, dtype, threads)
@@ -595,18 +691,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
 
         def shaped(a, fields, n):  # field by field
             return a.reshape(fields, n)
-    # every level's chunk table in one copy, every level's elements in one allocation
-    host = [a.astype(np.int64, copy=False) for lev in levels
-            for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
-    flat = cuda.to_device(np.concatenate(host))
-    tables, pos = [], 0
-    for li in range(len(levels)):
-        views = []
-        for k in range(5):
-            n = len(host[5 * li + k])
-            views.append(flat[pos:pos + n])
-            pos += n
-        tables.append(tuple(views))
+    tables = _tables(levels)
     ne, npx = w["ne"], w["np"]
     sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
     buf = cuda.device_array(max(1, (ne + npx) * sum(sizes)), dt)
@@ -644,6 +729,72 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
            prefix_next, ll_c, n_c, fail_c, fail0)
     host_sums = cuda.pinned_array((3, n0), np.float64) if reuse else np.empty((3, n0))
     return _ScanPlan(starts, sums[:3], host_sums, tuple(launches), len(levels), kernels)
+
+
+def _tables(levels) -> list[tuple]:
+    """Every level's chunk table (lo, hi, first, last, series) on the GPU, in one copy."""
+    host = [a.astype(np.int64, copy=False) for lev in levels
+            for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
+    flat = cuda.to_device(np.concatenate(host))
+    tables, pos = [], 0
+    for li in range(len(levels)):
+        views = []
+        for k in range(5):
+            n = len(host[5 * li + k])
+            views.append(flat[pos:pos + n])
+            pos += n
+        tables.append(tuple(views))
+    return tables
+
+
+def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
+    """:func:`_scan_plan` for the steady-state scan (``kalman_cpu.steady``): elements
+    and prefixes of ``nx`` values, field by field, and a matrix per level."""
+    md = batch.models
+    dt = batch.y.dtype
+    nx = md.nx
+    levels = plan_levels(batch.offsets, chunk0, chunk, first0=st.n)
+    n0 = levels[0].n_chunks
+    starts = np.zeros(batch.n_series + 1, dtype=np.int64)
+    np.cumsum(np.bincount(levels[0].series, minlength=batch.n_series), out=starts[1:])
+    w = _programs(nx, md.ny, md.kind, dt)
+    tables = _tables(levels)
+    mats = cuda.to_device(steady_matrices(st.A, chunk0, chunk, len(levels), dt))
+    one = (dev.F[0], dev.H[0], dev.m0[0], cuda.to_device(st.Ws), cuda.to_device(st.Ls),
+           cuda.to_device(st.logdets), st.n - 1)
+    sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
+    buf = cuda.device_array(max(1, 2 * nx * sum(sizes)), dt)
+    elems, prefixes, pos = [None], [None], 0  # [l]: the elements (prefixes) of level l
+    for n in sizes:
+        elems.append(buf[pos:pos + nx * n].reshape(nx, n))
+        pos += nx * n
+    for n in sizes:
+        prefixes.append(buf[pos:pos + nx * n].reshape(nx, n))
+        pos += nx * n
+    sums = cuda.device_array((3, n0))
+    launches = []
+
+    def launch(name, n, *args):
+        launches.append((name, _launcher(w[name], _grid(n), args)))
+
+    for li, lev in enumerate(levels[:-1]):
+        lo, hi, first, last, series = tables[li]
+        if li == 0:
+            launch("steady_up0", lev.n_chunks, dev.y, dev.offsets, lo, hi, first, last, series,
+                   *one, elems[1])
+        else:
+            launch("steady_up", lev.n_chunks, elems[li], lo, hi, last, mats[li], elems[li + 1])
+    prefix_next = cuda.device_array((nx, 1), dt)  # (the top's chunks are all first: unread)
+    for li in range(len(levels) - 1, 0, -1):
+        lo, hi, first, last, series = tables[li]
+        launch("steady_down", levels[li].n_chunks, elems[li], prefix_next, lo, hi, first,
+               mats[li], prefixes[li])
+        prefix_next = prefixes[li]
+    lo, hi, first, last, series = tables[0]
+    launch("steady_final", n0, dev.y, dev.offsets, lo, hi, first, series, *one, prefix_next,
+           sums[0], sums[1], sums[2])
+    host_sums = cuda.pinned_array((3, n0), np.float64) if reuse else np.empty((3, n0))
+    return _ScanPlan(starts, sums, host_sums, tuple(launches), len(levels), w)
 
 
 def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,

@@ -113,10 +113,12 @@ def make_kalman(nx: int, ny: int, kind: int, dtype, jit, jit_outer=None) -> Kalm
           ``t``'s ``W`` at ``Ws[t * NX * NY:]``, ``L`` at ``Ls[t * NY * NY:]``,
           ``logdet`` at ``logdets[t]``; series of one model without missing
           values share them;
-        * ``filter_mean_range(F, H, y, lo, n, stride, m, t, U, L, e, Ws, Ls, logdets)
-          -> (loglik, n_obs)``: the mean part of ``filter_range`` with those
-          shared gains (step ``k`` uses entry ``k``); the same arithmetic, so
-          the same numbers;
+        * ``filter_mean_range(F, H, y, lo, n, stride, k0, kmax, m, t, U, L, e, Ws, Ls,
+          logdets) -> (loglik, n_obs)``: the mean part of ``filter_range`` with
+          those shared gains (step ``k`` uses entry ``min(k0 + k, kmax)``: ``k0``
+          the first step's place in its series, ``kmax`` the last entry, which
+          the steady-state scan keeps for every later step); the same
+          arithmetic, so the same numbers;
         * ``smooth_step(F, mf, Pf, mp, Pp, ms, Ps, lag, G, T, L) -> ok``: one RTS
           step, see below.
     """
@@ -333,19 +335,20 @@ def make_kalman(nx: int, ny: int, kind: int, dtype, jit, jit_outer=None) -> Kalm
             predict_f(F, Q, m, P, T)
         return -1
 
-    def filter_mean_range(F, H, y, lo, n, stride, m, t_, U, L, e, Ws, Ls, logdets):
+    def filter_mean_range(F, H, y, lo, n, stride, k0, kmax, m, t_, U, L, e, Ws, Ls, logdets):
         ll = 0.0
         n_obs = 0
         for k in range(n):
             yo = (lo + k * stride) * NY
             if not is_missing_f(y, yo):
+                g = min(k0 + k, kmax)
                 for j in range(NXY):
-                    U[j] = Ws[k * NXY + j]
+                    U[j] = Ws[g * NXY + j]
                 for j in range(NYY):
-                    L[j] = Ls[k * NYY + j]
+                    L[j] = Ls[g * NYY + j]
                 quad = innovation_f(H, y, yo, m, L, e)
                 correct_mean_f(m, U, e)
-                ll += loglik_term_f(logdets[k], quad)
+                ll += loglik_term_f(logdets[g], quad)
                 n_obs += 1
             if k + 1 < n:
                 predict_mean_f(F, m, t_)

@@ -97,22 +97,25 @@ class Level:
         return len(self.lo)
 
 
-def _chunks(offsets: np.ndarray, size: int) -> tuple[Level, np.ndarray]:
-    """Cut each series' range of ``offsets`` into chunks of ``size``; also the next offsets."""
+def _chunks(offsets: np.ndarray, size: int, first: int = 0) -> tuple[Level, np.ndarray]:
+    """Cut each series' range of ``offsets`` into chunks of ``size`` (the first of a series:
+    ``max(first, size)``); also the next offsets."""
+    first = max(int(first), size)
     lengths = np.diff(offsets)
-    per = -(-lengths // size)  # chunks per series (0 for an empty one)
+    # chunks per series (0 for an empty one)
+    per = np.where(lengths > 0, 1 + -(-np.maximum(lengths - first, 0) // size), 0)
     nxt = np.zeros(len(per) + 1, dtype=np.int64)
     np.cumsum(per, out=nxt[1:])
     series = np.repeat(np.arange(len(per), dtype=np.int64), per)
     k = np.arange(nxt[-1], dtype=np.int64) - nxt[series]  # chunk's position in its series
-    lo = offsets[series] + k * size
-    hi = np.minimum(lo + size, offsets[series + 1])
-    first = (k == 0).astype(np.int8)
+    lo = offsets[series] + np.where(k > 0, first + (k - 1) * size, 0)
+    hi = np.minimum(offsets[series] + first + k * size, offsets[series + 1])
+    is_first = (k == 0).astype(np.int8)
     last = (k == per[series] - 1).astype(np.int8)
-    return Level(lo, hi, first, last, series), nxt
+    return Level(lo, hi, is_first, last, series), nxt
 
 
-def plan_levels(offsets: np.ndarray, chunk0: int, chunk: int) -> list[Level]:
+def plan_levels(offsets: np.ndarray, chunk0: int, chunk: int, first0: int = 0) -> list[Level]:
     """The levels of the blocked scan of the series at ``offsets`` (see the module docstring).
 
     Parameters
@@ -122,6 +125,9 @@ def plan_levels(offsets: np.ndarray, chunk0: int, chunk: int) -> list[Level]:
         Time steps per chunk at level 0 (>= 1).
     chunk : int
         Elements per chunk at the higher levels (>= 2).
+    first0 : int, optional
+        Time steps of each series' first level-0 chunk, if more than
+        ``chunk0`` (the steady-state scan's transient steps).
 
     Returns
     -------
@@ -136,7 +142,7 @@ def plan_levels(offsets: np.ndarray, chunk0: int, chunk: int) -> list[Level]:
     size = chunk0
     offsets = np.asarray(offsets, dtype=np.int64)
     while True:
-        level, offsets = _chunks(offsets, size)
+        level, offsets = _chunks(offsets, size, first0 if not levels else 0)
         levels.append(level)
         if np.all(np.diff(offsets) <= 1):
             return levels
@@ -260,3 +266,20 @@ def chunk_sums(lev: Level, ll_t, obs_t, fail_t) -> tuple[np.ndarray, np.ndarray,
     _chunk_sums(np.asarray(ll_t, np.float64), np.asarray(obs_t, np.int64),
                 np.asarray(fail_t, np.int8), lev.lo, lev.hi, ll_c, n_c, fail_c)
     return ll_c, n_c, fail_c
+
+
+def steady_matrices(A: np.ndarray, chunk0: int, chunk: int, n_levels: int, dtype) -> np.ndarray:
+    """The matrix of the steady-state scan's elements, level by level (see ``scan.py``).
+
+    Row ``l`` (``l >= 1``, row-major ``nx * nx``) is the matrix of every element of
+    level ``l`` but a series' first: ``A`` to the power of the steps of a level-0
+    chunk (``chunk0``), times ``chunk`` per level above.  Powers are taken in
+    float64 by repeated squaring, then cast to ``dtype``; row 0 is unused.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    out = np.zeros((max(n_levels, 1), A.size))
+    M = np.linalg.matrix_power(A, int(chunk0))
+    for li in range(1, n_levels):
+        out[li] = M.reshape(-1)
+        M = np.linalg.matrix_power(M, int(chunk))
+    return np.ascontiguousarray(out, dtype=dtype)

@@ -388,3 +388,85 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
     return ScanSteps(set_identity_f, set_first_f, cond_predict_f, cond_update_f,
                      jit_outer(chunk_element), jit_outer(combine), jit(load), jit(store),
                      jit_outer(combine_prefix))
+
+
+# --- the steady-state scan --------------------------------------------------------------
+#
+# Series of one model without missing rows share the covariance part of the
+# filter, which does not depend on the data (``kalman.gains_range``).  It
+# converges: after the first ``n`` steps the gain ``W`` and the factor ``L`` no
+# longer change (to a few units in the last place, see
+# ``kalman_cpu.steady_gains``), and every later step maps the filtered mean
+# the same way, ``x_t = A x_{t-1} + W L^{-1} y_t`` with ``A = (I - W L^{-1} H)
+# F``.  The scan then carries means alone: the element of a chunk of ``c``
+# later steps is ``(A^c, b)``, ``b`` its filtered mean from ``x = 0``, and every
+# element of a level but a series' first has the same matrix (the first
+# chunk, which holds the ``n`` transient steps, starts from the prior: its
+# matrix is 0).  Elements combine as ``b <- M b1 + b2``: a matrix-vector
+# product per element instead of ``combine``'s matrix products and solve.
+# Elements of ``NX`` values are stored field by field, ``E[i, c]``.
+
+
+class SteadySteps(NamedTuple):
+    """The compiled steady-state scan functions (see :func:`make_steady_scan`)."""
+
+    chunk: object
+    up: object
+    down: object
+
+
+def make_steady_scan(nx: int, dtype, jit, steps: KalmanSteps) -> SteadySteps:
+    """Build the chunk functions of the steady-state scan (above).
+
+    Returns
+    -------
+    SteadySteps
+        * ``chunk(F, H, y, lo, n, k0, kmax, first, m0, m, t, U, L, e, Ws, Ls, logdets)
+          -> (loglik, n_obs)``: filter the means of the ``n`` rows from ``lo``,
+          the ``k0``-th step of their series on (gains as in
+          ``filter_mean_range``): from the prior mean ``m0`` if ``first``, else
+          from the filtered mean ``m`` of the step before, which is predicted
+          first; ``m`` ends as the filtered mean of the last row;
+        * ``up(E, lo, hi, M, b, z)``: ``b`` <- the element of elements ``lo ..
+          hi - 1`` of ``E``, each later one with matrix ``M`` (row-major);
+        * ``down(E, lo, hi, start, M, b, prefix, z)``: hand elements ``start ..
+          hi - 1`` their exclusive prefixes ``prefix[:, i]``, ``b`` holding the
+          first one's; ``z`` NX scratch.
+    """
+    NX = nx
+    ZERO = dtype(0.0)
+    predict_mean, filter_mean_range = steps.predict_mean, steps.filter_mean_range
+
+    def chunk(F, H, y, lo, n, k0, kmax, first, m0, m, t, U, L, e, Ws, Ls, logdets):
+        if first:
+            for i in range(NX):
+                m[i] = m0[i]
+        else:
+            predict_mean(F, m, t)
+        return filter_mean_range(F, H, y, lo, n, 1, k0, kmax, m, t, U, L, e, Ws, Ls, logdets)
+
+    def times(M, b, E, i, z):  # b <- M b + E[:, i]
+        for r in range(NX):
+            s = ZERO
+            for k in range(NX):
+                s += M[r * NX + k] * b[k]
+            z[r] = s
+        for r in range(NX):
+            b[r] = z[r] + E[r, i]
+
+    times_f = jit(times)
+
+    def up(E, lo, hi, M, b, z):
+        for r in range(NX):
+            b[r] = E[r, lo]
+        for i in range(lo + 1, hi):
+            times_f(M, b, E, i, z)
+
+    def down(E, lo, hi, start, M, b, prefix, z):
+        for i in range(start, hi):
+            for r in range(NX):
+                prefix[r, i] = b[r]
+            if i + 1 < hi:
+                times_f(M, b, E, i, z)
+
+    return SteadySteps(jit(chunk), jit(up), jit(down))

@@ -98,7 +98,8 @@ def make_splash(nx: int, ny: int, dtype, jit, steps: KalmanSteps) -> SplashSteps
         for i in range(NX):
             m[i] = ZERO
         if window > 1:
-            filter_mean_range(F, H, y, start, window - 1, 1, m, t_, U, L, e, Ws, Ls, logdets)
+            filter_mean_range(F, H, y, start, window - 1, 1, 0, window - 1, m, t_, U, L, e, Ws,
+                              Ls, logdets)
             predict_mean(F, m, t_)
         last = window - 1
         for j in range(NYY):
