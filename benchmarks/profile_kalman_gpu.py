@@ -52,9 +52,14 @@ def main() -> None:
     ap.add_argument("--long-steps", type=int, default=1_000_000)
     ap.add_argument("--splash-only", action="store_true", help="the splash profile alone")
     ap.add_argument("--scan-only", action="store_true", help="the scan profile alone")
+    ap.add_argument("--scan-call", action="store_true",
+                    help="the phases of a whole scan call (no kept plan), and its host profile")
     args = ap.parse_args()
     if args.scan_only:
         scan_profile(args.long_steps)
+        return
+    if args.scan_call:
+        scan_call_profile(args.long_steps)
         return
     splash_profile(args.long_steps)
     if args.splash_only:
@@ -130,6 +135,56 @@ def splash_phases(batch, dev, w: int) -> None:
         print(f"  splash kernel: {getattr(cres, 'regs_per_thread', '?')} registers, "
               f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per thread, "
               f"{-(-n // per_block):,} blocks of {chunk * per_block}")
+
+
+def scan_call_profile(n_steps: int) -> None:
+    """A whole scan call of one long series as a user makes it (``kalman_loglik``, and the
+    engine on the packed batch: a new device batch and plan each time), phase by phase, and
+    a cProfile of the host side."""
+    import cProfile
+    import pstats
+
+    import bulkem
+
+    for name, (kind, model) in long_models().items():
+        y = simulate_rw(model, n_steps, 2) if kind == "rw" else simulate_ar(model, 1, n_steps, 2)[0]
+        print(f"\n# {name}, {n_steps:,} steps: a whole call, phase by phase (ms)")
+        scan_call(y, model)
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(5):
+            bulkem.kalman_loglik([y], model, method="scan", backend="cuda")
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+
+
+def scan_call(y, model) -> None:
+    """The phases of :func:`scan_call_profile`'s call, each timed alone."""
+    import bulkem
+
+    batch = pack([y], model)
+    kalman_cuda.scan(batch)  # (compiled)
+    t, _ = timed(lambda: bulkem.kalman_loglik([y], model, method="scan", backend="cuda"))
+    print(f"    kalman_loglik(method='scan')               {t * 1e3:9.3f}")
+    t, _ = timed(lambda: kalman_cuda.scan(batch))
+    print(f"    kalman_cuda.scan(batch)                    {t * 1e3:9.3f}")
+    t, dev = timed(lambda: kalman_cuda.to_device(batch))
+    print(f"    to_device                                  {t * 1e3:9.3f}")
+    t, st = timed(lambda: kalman_cpu.steady(batch))
+    print(f"    steady gains (host)                        {t * 1e3:9.3f}")
+    c0 = config.KALMAN_CUDA_STEADY_CHUNK0
+    c = config.KALMAN_CUDA_STEADY_CHUNK
+    t, plan = timed(lambda: kalman_cuda._steady_plan(batch, dev, st, c0, c, False))
+    print(f"    plan (levels, tables, buffers, launchers)  {t * 1e3:9.3f}")
+
+    def launches(p=plan):
+        for _, launch in p.launches:
+            launch()
+
+    t, _ = timed(launches)
+    print(f"    {len(plan.launches)} launches                               {t * 1e3:9.3f}")
+    t, _ = timed(lambda p=plan: p.sums.copy_to_host(p.host))
+    print(f"    copy back                                  {t * 1e3:9.3f}")
 
 
 def scan_profile(n_steps: int) -> None:

@@ -593,9 +593,11 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     return _series_totals(batch.offsets, plan.starts, plan.host)
 
 
-def _launcher(kernel, grid: tuple[int, int], args):
+def _launcher(kernel, grid: tuple[int, int], args, prepared: bool = True):
     """A :class:`compat.Launcher <bulkem.engines.cuda.compat.Launcher>` of ``kernel[grid]``
-    with ``args``, kept for the launches of later calls.
+    with ``args``, kept for the launches of later calls (``prepared``: its arguments
+    marshalled once, which costs more than one ordinary launch; pass False for a plan
+    used once).
 
     The simulator's ``kernel[grid]`` sets the grid on the kernel itself (and
     returns the kernel), so that a kept launch would run with the grid of
@@ -605,7 +607,7 @@ def _launcher(kernel, grid: tuple[int, int], args):
 
     if SIMULATED:
         return Launcher(lambda *a: kernel[grid](*a), args)
-    return Launcher(kernel[grid], args)
+    return Launcher(kernel[grid], args, prepared)
 
 
 class _ScanPlan(NamedTuple):
@@ -708,7 +710,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
     launches = []
 
     def launch(name, n, *args):
-        launches.append((name, _launcher(kernels[name], grid(n, name), args)))
+        launches.append((name, _launcher(kernels[name], grid(n, name), args, reuse)))
 
     for li, lev in enumerate(levels[:-1]):
         lo, hi, first, last, series = tables[li]
@@ -775,7 +777,7 @@ def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanP
     launches = []
 
     def launch(name, n, *args):
-        launches.append((name, _launcher(w[name], _grid(n), args)))
+        launches.append((name, _launcher(w[name], _grid(n), args, reuse)))
 
     for li, lev in enumerate(levels[:-1]):
         lo, hi, first, last, series = tables[li]
@@ -863,7 +865,7 @@ def _splash_plan(batch, dev, window, broad, shared, chunk, per_block, reuse) -> 
     args = (*dev.arrays, int(window), batch.y.dtype.type(broad), use, Ws, Ls, logdets,
             cuda.to_device(starts), sums)
     return _SplashPlan(starts, sums, host,
-                       _launcher(kernel, (-(-n // per_block), chunk * per_block), args))
+                       _launcher(kernel, (-(-n // per_block), chunk * per_block), args, reuse))
 
 
 _MAX_THREADS = 1024  # threads per block on every CUDA device so far
