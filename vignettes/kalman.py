@@ -10,7 +10,9 @@ parallel.  This vignette measures, with ``bulkem.kalman_loglik``'s engines:
   missing observation every 20 steps: the sequential filter on one CPU core,
   the exact time-parallel ``scan`` and the ``splash`` approximation (window
   10 for the random walks, 11 for AR(10), as in the paper) on the CPU cores,
-  and on the GPU when one is usable;
+  and on the GPU when one is usable (without missing observations ``scan``
+  runs its steady-state form, which carries means alone once the covariance
+  recursion has settled; with them, the full scan);
 * Figure 6: the splash error ``|splash - exact|`` against the window (1 .. 20)
   for the 2-D random walk and AR(10).
 
