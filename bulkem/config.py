@@ -218,7 +218,7 @@ KALMAN_CUDA_SCAN_WARP_MIN_NX = 4
 KALMAN_CUDA_SCAN_WARPS = 4
 
 # Steady-state scan: a batch of one model without missing rows whose covariance
-# recursion settles (each step's gain W and factor L within ULPS units in the last
+# recursion settles (a step's predicted covariance within ULPS units in the last
 # place of the step before's, at the latest after MAX_STEPS steps) scans means
 # alone (models/ssm/scan.py); its first chunk of a series holds the steps before.
 # The GPU's level-0 chunk is at least STEADY_CHUNK0 steps (more when the batch

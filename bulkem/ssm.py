@@ -13,7 +13,7 @@ GPU:
   scan (Saerkkae and Garcia-Fernandez 2021), for long series; the
   log-likelihood is then summed from the filtered predictive densities.
   A batch of one model without missing rows runs the steady-state scan:
-  the covariance recursion runs once until its gain settles (to a few units
+  the covariance recursion runs once until it settles (to a few units
   in the last place) and the scan carries the means alone
   (``models/ssm/scan.py``).
 * ``"splash"``: the approximation of Lin, Moore and Russell, each step's

@@ -263,30 +263,30 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
 
     @njit
     def steady_gains(F, H, Q, R, m0, P0, max_steps, tol, Ws, Ls, logdets):
-        """``gains`` until a step's ``W`` and ``L`` differ from the step before's by at
-        most ``tol`` times their largest entry: returns ``(n, fail)``, ``n`` the entries
-        stored (the last one the steady gain) or -1 if none within ``max_steps``."""
+        """``gains`` until the predicted covariance of step ``t + 1`` differs from step
+        ``t``'s by at most ``tol`` times its largest entry (a fixed point: every later
+        step has step ``t``'s gains): returns ``(n, fail)``, ``n = t + 1`` the entries
+        stored, the last one the steady gain, or -1 if none within ``max_steps``."""
         m = np.empty(NX, dt)
         P = np.empty(NXX, dt)
+        Pold = np.empty(NXX, dt)
         T = np.empty(NXX, dt)
         U = np.empty(NXY, dt)
         L = np.empty(NYY, dt)
         set_prior(m0, P0, m, P)
         for t in range(max_steps):
+            for k in range(NXX):
+                Pold[k] = P[k]
             bad = gains_range(F, H, Q, R, 1, m, P, T, U, L, Ws[t * NXY:], Ls[t * NYY:],
                               logdets[t:])
             if bad >= 0:
                 return -1, t
-            if t > 0:
-                dw, wmax, dl, lmax = 0.0, 0.0, 0.0, 0.0
-                for k in range(NXY):
-                    dw = max(dw, abs(Ws[t * NXY + k] - Ws[(t - 1) * NXY + k]))
-                    wmax = max(wmax, abs(Ws[t * NXY + k]))
-                for k in range(NYY):
-                    dl = max(dl, abs(Ls[t * NYY + k] - Ls[(t - 1) * NYY + k]))
-                    lmax = max(lmax, abs(Ls[t * NYY + k]))
-                if dw <= tol * wmax and dl <= tol * lmax:
-                    return t + 1, -1
+            dp, pmax = 0.0, 0.0
+            for k in range(NXX):
+                dp = max(dp, abs(P[k] - Pold[k]))
+                pmax = max(pmax, abs(P[k]))
+            if dp <= tol * pmax:
+                return t + 1, -1
         return -1, -1
 
     @njit(parallel=True)
@@ -426,10 +426,12 @@ def steady(batch: SeriesBatch, shared: bool | None = None) -> Steady | None:
 
     It can when every series has one model and no missing row (``shared`` not
     False) and the covariance recursion settles within
-    ``config.KALMAN_SCAN_STEADY_MAX_STEPS`` steps and the longest series: step
-    ``t``'s ``W`` and ``L`` differ from step ``t - 1``'s by at most
-    ``config.KALMAN_SCAN_STEADY_ULPS`` units in the last place of their largest
-    entry.  Returns None otherwise (then the full scan runs).
+    ``config.KALMAN_SCAN_STEADY_MAX_STEPS`` steps and the longest series: the
+    predicted covariance of step ``t + 1`` differs from step ``t``'s by at most
+    ``config.KALMAN_SCAN_STEADY_ULPS`` units in the last place of its largest
+    entry (the covariance, not the gain: a gain can stay put while the
+    covariance still moves where the observation does not see it yet).
+    Returns None otherwise (then the full scan runs).
     """
     md = batch.models
     if shared is False or batch.n_series == 0 or len(md.F) != 1 or batch.has_missing.any():
