@@ -96,7 +96,7 @@ def splash_profile(n_steps: int) -> None:
             kalman_cuda.splash(batch, w, 1e6, dev=dev)
         cuda.synchronize()
         pr.disable()
-        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+        pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
 
 
 def splash_phases(batch, dev, w: int) -> None:
@@ -155,7 +155,7 @@ def scan_call_profile(n_steps: int) -> None:
         for _ in range(5):
             bulkem.kalman_loglik([y], model, method="scan", backend="cuda")
         pr.disable()
-        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+        pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
 
 
 def scan_call(y, model) -> None:
@@ -176,6 +176,16 @@ def scan_call(y, model) -> None:
     c = config.KALMAN_CUDA_STEADY_CHUNK
     t, plan = timed(lambda: kalman_cuda._steady_plan(batch, dev, st, c0, c, False))
     print(f"    plan (levels, tables, buffers, launchers)  {t * 1e3:9.3f}")
+    import cProfile
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(5):
+        kalman_cuda._steady_plan(batch, dev, st, c0, c, False)
+    cuda.synchronize()
+    pr.disable()
+    pstats.Stats(pr).sort_stats("cumulative").print_stats(20)
 
     def launches(p=plan):
         for _, launch in p.launches:

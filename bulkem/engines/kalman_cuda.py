@@ -267,11 +267,15 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
 
     s_chunk, s_up, s_down = _math(nx, ny, kind, dt)[3]
 
+    # The steady-state scan's kernels take every level's chunk table in one array ``tab``
+    # (rows lo, hi, first, last, series; level l from column ``tb``), every level's
+    # elements in one array ``E`` and their prefixes in ``P`` (level l's from column
+    # ``eo``), the level's matrix as a row of ``mats``: a plan slices no device array
+    # (numba-cuda's slicing costs tens of microseconds a slice).
     @cuda.jit
-    def steady_up0(y, offsets, lo, hi, first, last, series, F, H, m0, Ws, Ls, logdets, kmax,
-                   E):
+    def steady_up0(y, offsets, tab, n, F, H, m0, Ws, Ls, logdets, kmax, E):
         c = cuda.grid(1)
-        if c >= lo.shape[0] or last[c]:
+        if c >= n or tab[3, c]:
             return
         m = cuda.local.array(NX, cdt)
         t = cuda.local.array(NX, cdt)
@@ -280,58 +284,61 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         e = cuda.local.array(NY, cdt)
         for i in range(NX):
             m[i] = 0
-        s_chunk(F, H, y, lo[c], hi[c] - lo[c], lo[c] - offsets[series[c]], kmax, first[c] != 0,
-                m0, m, t, U, L, e, Ws, Ls, logdets)
+        lo = tab[0, c]
+        s_chunk(F[0], H[0], y, lo, tab[1, c] - lo, lo - offsets[tab[4, c]], kmax, tab[2, c] != 0,
+                m0[0], m, t, U, L, e, Ws, Ls, logdets)
         for i in range(NX):
             E[i, c] = m[i]
 
     @cuda.jit
-    def steady_up(E, lo, hi, last, M, E_next):
+    def steady_up(E, tab, tb, n, mats, li, eo, eo_next):
         c = cuda.grid(1)
-        if c >= lo.shape[0] or last[c]:
+        if c >= n or tab[3, tb + c]:
             return
         b = cuda.local.array(NX, cdt)
         z = cuda.local.array(NX, cdt)
-        s_up(E, lo[c], hi[c], M, b, z)
+        s_up(E, eo + tab[0, tb + c], eo + tab[1, tb + c], mats[li], b, z)
         for i in range(NX):
-            E_next[i, c] = b[i]
+            E[i, eo_next + c] = b[i]
 
     @cuda.jit
-    def steady_down(E, prefix_next, lo, hi, first, M, prefix):
+    def steady_down(E, P, tab, tb, n, mats, li, eo, eo_next):
         c = cuda.grid(1)
-        if c >= lo.shape[0]:
+        if c >= n:
             return
         b = cuda.local.array(NX, cdt)
         z = cuda.local.array(NX, cdt)
-        start = lo[c]
-        if first[c]:  # a series' first element: the prefix after it is its b
+        lo = eo + tab[0, tb + c]
+        start = lo
+        if tab[2, tb + c]:  # a series' first element: the prefix after it is its b
             start += 1
             for i in range(NX):
-                b[i] = E[i, lo[c]]
+                b[i] = E[i, lo]
         else:
             for i in range(NX):
-                b[i] = prefix_next[i, c]
-        s_down(E, lo[c], hi[c], start, M, b, prefix, z)
+                b[i] = P[i, eo_next + c]
+        s_down(E, lo, eo + tab[1, tb + c], start, mats[li], b, P, z)
 
     @cuda.jit
-    def steady_final(y, offsets, lo, hi, first, series, F, H, m0, Ws, Ls, logdets, kmax,
-                     prefix, ll, nobs, fail):
+    def steady_final(y, offsets, tab, n, F, H, m0, Ws, Ls, logdets, kmax, P, sums):
         c = cuda.grid(1)
-        if c >= lo.shape[0]:
+        if c >= n:
             return
         m = cuda.local.array(NX, cdt)
         t = cuda.local.array(NX, cdt)
         U = cuda.local.array(NXY, cdt)
         L = cuda.local.array(NYY, cdt)
         e = cuda.local.array(NY, cdt)
-        if not first[c]:
+        first = tab[2, c] != 0
+        if not first:  # level 1's prefixes are P's first columns
             for i in range(NX):
-                m[i] = prefix[i, c]
-        a, n = s_chunk(F, H, y, lo[c], hi[c] - lo[c], lo[c] - offsets[series[c]], kmax,
-                       first[c] != 0, m0, m, t, U, L, e, Ws, Ls, logdets)
-        ll[c] = a
-        nobs[c] = n
-        fail[c] = -1
+                m[i] = P[i, c]
+        lo = tab[0, c]
+        a, k = s_chunk(F[0], H[0], y, lo, tab[1, c] - lo, lo - offsets[tab[4, c]], kmax, first,
+                       m0[0], m, t, U, L, e, Ws, Ls, logdets)
+        sums[0, c] = a
+        sums[1, c] = k
+        sums[2, c] = -1
 
     progs = dict(exact=exact, exact_shared=exact_shared, scan_up0=scan_up0, scan_up=scan_up,
                  scan_down=scan_down, scan_final=scan_final, steady_up0=steady_up0,
@@ -456,10 +463,25 @@ class DeviceBatch(NamedTuple):
 
 
 def to_device(batch: SeriesBatch) -> DeviceBatch:
-    """Copy a batch to the current GPU (for repeated calls on the same data, and timings)."""
+    """Copy a batch to the current GPU (for repeated calls on the same data, and timings).
+
+    Three copies: the observations, the two integer arrays, the six model arrays
+    (each a view of one device array; an allocation and a copy cost ~0.2 ms each).
+    """
     md = batch.models
-    return DeviceBatch(*(cuda.to_device(a) for a in (
-        batch.y, batch.offsets, batch.model_idx, md.F, md.H, md.Q, md.R, md.m0, md.P0)), {})
+    return DeviceBatch(cuda.to_device(batch.y),
+                       *_packed(batch.offsets, batch.model_idx.astype(np.int64, copy=False)),
+                       *_packed(md.F, md.H, md.Q, md.R, md.m0, md.P0), {})
+
+
+def _packed(*arrays) -> list:
+    """``arrays`` (one dtype) copied to the GPU in one piece; their shapes, as views."""
+    flat = cuda.to_device(np.concatenate([a.reshape(-1) for a in arrays]))
+    out, pos = [], 0
+    for a in arrays:
+        out.append(flat[pos:pos + a.size].reshape(a.shape))
+        pos += a.size
+    return out
 
 
 def exact(batch: SeriesBatch, shared: bool | None = None,
@@ -751,7 +773,8 @@ def _tables(levels) -> list[tuple]:
 
 def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
     """:func:`_scan_plan` for the steady-state scan (``kalman_cpu.steady``): elements
-    and prefixes of ``nx`` values, field by field, and a matrix per level."""
+    and prefixes of ``nx`` values, field by field, and a matrix per level, each kind in
+    one device array (see the kernels in :func:`_programs`)."""
     md = batch.models
     dt = batch.y.dtype
     nx = md.nx
@@ -760,41 +783,36 @@ def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanP
     starts = np.zeros(batch.n_series + 1, dtype=np.int64)
     np.cumsum(np.bincount(levels[0].series, minlength=batch.n_series), out=starts[1:])
     w = _programs(nx, md.ny, md.kind, dt)
-    tables = _tables(levels)
+    tab = cuda.to_device(np.stack([np.concatenate([getattr(lev, f) for lev in levels])
+                                   .astype(np.int64) for f in ("lo", "hi", "first", "last",
+                                                               "series")]))
+    tb = np.concatenate([[0], np.cumsum([lev.n_chunks for lev in levels])])  # table columns
+    eo = np.concatenate([[0, 0], np.cumsum([lev.n_chunks for lev in levels[:-1]])])
+    # eo[l]: first column of level l's elements and prefixes (l >= 1), one per chunk of l - 1
     mats = cuda.to_device(steady_matrices(st.A, chunk0, chunk, len(levels), dt))
-    one = (dev.F[0], dev.H[0], dev.m0[0], cuda.to_device(st.Ws), cuda.to_device(st.Ls),
-           cuda.to_device(st.logdets), st.n - 1)
-    sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
-    buf = cuda.device_array(max(1, 2 * nx * sum(sizes)), dt)
-    elems, prefixes, pos = [None], [None], 0  # [l]: the elements (prefixes) of level l
-    for n in sizes:
-        elems.append(buf[pos:pos + nx * n].reshape(nx, n))
-        pos += nx * n
-    for n in sizes:
-        prefixes.append(buf[pos:pos + nx * n].reshape(nx, n))
-        pos += nx * n
+    E = cuda.device_array((nx, max(1, int(eo[-1]))), dt)
+    P = cuda.device_array((nx, max(1, int(eo[-1]))), dt)
     sums = cuda.device_array((3, n0))
+    gains = (cuda.to_device(st.Ws), cuda.to_device(st.Ls), cuda.to_device(st.logdets),
+             st.n - 1)
+    model = (dev.F, dev.H, dev.m0)
     launches = []
 
     def launch(name, n, *args):
-        launches.append((name, _launcher(w[name], _grid(n), args, reuse)))
+        launches.append((name, _launcher(w[name], _grid(n), (*args,), reuse)))
 
     for li, lev in enumerate(levels[:-1]):
-        lo, hi, first, last, series = tables[li]
+        n = lev.n_chunks
         if li == 0:
-            launch("steady_up0", lev.n_chunks, dev.y, dev.offsets, lo, hi, first, last, series,
-                   *one, elems[1])
+            launch("steady_up0", n, dev.y, dev.offsets, tab, n, *model, *gains, E)
         else:
-            launch("steady_up", lev.n_chunks, elems[li], lo, hi, last, mats[li], elems[li + 1])
-    prefix_next = cuda.device_array((nx, 1), dt)  # (the top's chunks are all first: unread)
+            launch("steady_up", n, E, tab, int(tb[li]), n, mats, li, int(eo[li]),
+                   int(eo[li + 1]))
     for li in range(len(levels) - 1, 0, -1):
-        lo, hi, first, last, series = tables[li]
-        launch("steady_down", levels[li].n_chunks, elems[li], prefix_next, lo, hi, first,
-               mats[li], prefixes[li])
-        prefix_next = prefixes[li]
-    lo, hi, first, last, series = tables[0]
-    launch("steady_final", n0, dev.y, dev.offsets, lo, hi, first, series, *one, prefix_next,
-           sums[0], sums[1], sums[2])
+        n = levels[li].n_chunks
+        launch("steady_down", n, E, P, tab, int(tb[li]), n, mats, li, int(eo[li]),
+               int(eo[li + 1]))
+    launch("steady_final", n0, dev.y, dev.offsets, tab, n0, *model, *gains, P, sums)
     host_sums = cuda.pinned_array((3, n0), np.float64) if reuse else np.empty((3, n0))
     return _ScanPlan(starts, sums, host_sums, tuple(launches), len(levels), w)
 

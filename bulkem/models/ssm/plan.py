@@ -181,6 +181,9 @@ def series_counts(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, 
     n = len(offsets) - 1
     n_missing = np.zeros(n, dtype=np.int64)
     n_inf = np.zeros(n, dtype=np.int64)
+    with np.errstate(invalid="ignore", over="ignore"):  # (R's NA is a signalling NaN)
+        if np.isfinite(values.sum()):  # one vectorised pass: no NaN, no infinity anywhere
+            return n_missing, n_inf
     _series_counts(values, np.asarray(offsets, dtype=np.int64), n_missing, n_inf)
     return n_missing, n_inf
 
