@@ -203,7 +203,7 @@ def test_plan_levels_longer_first_chunk():
 
 
 def test_steady_scan_matches_oracle(kbackend, seed):
-    """One model, no missing rows: the steady-state scan (means alone once the gains settle)
+    """One model, no missing rows: the steady-state scan (means alone once the covariance settles)
     equals the oracle, over several levels, with series shorter than the transient too; it
     steps aside for missing rows, several models, or ``shared=False``."""
     from bulkem.engines import kalman_cpu

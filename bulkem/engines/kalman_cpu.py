@@ -321,10 +321,9 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         for c in prange(len(lo)):
             b = np.empty(NX, dt)
             z = np.empty(NX, dt)
-            start = lo[c]
             for i in range(NX):  # a series' first element: the prefix after it is its b
                 b[i] = E[i, lo[c]] if first[c] else prefix_next[i, c]
-            s_down(E, lo[c], hi[c], start + 1 if first[c] else start, M, b, prefix, z)
+            s_down(E, lo[c], hi[c], lo[c] + first[c], M, b, prefix, z)
 
     @njit(parallel=True)
     def steady_final(y, offsets, lo, hi, first, series, F, H, m0, Ws, Ls, logdets, kmax,
@@ -439,9 +438,9 @@ def steady(batch: SeriesBatch, shared: bool | None = None) -> Steady | None:
     dt = batch.y.dtype
     max_steps = min(int(batch.lengths.max()), config.KALMAN_SCAN_STEADY_MAX_STEPS)
     nxy, nyy = md.nx * md.ny, md.ny * md.ny
-    Ws = np.empty(max(max_steps, 1) * nxy, dt)
-    Ls = np.empty(max(max_steps, 1) * nyy, dt)
-    logdets = np.empty(max(max_steps, 1))
+    Ws = np.empty(max_steps * nxy, dt)  # (valid series have at least one step)
+    Ls = np.empty(max_steps * nyy, dt)
+    logdets = np.empty(max_steps)
     p = _programs(md.nx, md.ny, md.kind, dt)
     tol = config.KALMAN_SCAN_STEADY_ULPS * float(np.finfo(dt).eps)
     n, _ = p["steady_gains"](md.F[0], md.H[0], md.Q[0], md.R[0], md.m0[0], md.P0[0],

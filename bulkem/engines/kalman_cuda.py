@@ -589,8 +589,10 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
         dev.scratch[st_key] = steady(batch, shared)
     st = dev.scratch[st_key]
     if st is not None:
-        chunk0 = int(chunk0 or chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_STEADY_CHUNK0,
-                                          config.KALMAN_CUDA_SCAN_TARGET_CHUNKS))
+        if chunk0 is None:
+            chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_STEADY_CHUNK0,
+                                config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
+        chunk0 = int(chunk0)
         chunk = int(chunk or config.KALMAN_CUDA_STEADY_CHUNK)
         key = ("steady_scan", threading.get_ident(), chunk0, chunk, config.KALMAN_CUDA_THREADS)
         plan = dev.scratch.get(key)
@@ -715,7 +717,18 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
 
         def shaped(a, fields, n):  # field by field
             return a.reshape(fields, n)
-    tables = _tables(levels)
+    # every level's chunk table in one copy, every level's elements in one allocation
+    host = [a.astype(np.int64, copy=False) for lev in levels
+            for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
+    flat = cuda.to_device(np.concatenate(host))
+    tables, pos = [], 0
+    for li in range(len(levels)):
+        views = []
+        for k in range(5):
+            n = len(host[5 * li + k])
+            views.append(flat[pos:pos + n])
+            pos += n
+        tables.append(tuple(views))
     ne, npx = w["ne"], w["np"]
     sizes = [lev.n_chunks for lev in levels[:-1]]  # elements (and prefixes) of levels 1..top
     buf = cuda.device_array(max(1, (ne + npx) * sum(sizes)), dt)
@@ -753,22 +766,6 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
            prefix_next, ll_c, n_c, fail_c, fail0)
     host_sums = cuda.pinned_array((3, n0), np.float64) if reuse else np.empty((3, n0))
     return _ScanPlan(starts, sums[:3], host_sums, tuple(launches), len(levels), kernels)
-
-
-def _tables(levels) -> list[tuple]:
-    """Every level's chunk table (lo, hi, first, last, series) on the GPU, in one copy."""
-    host = [a.astype(np.int64, copy=False) for lev in levels
-            for a in (lev.lo, lev.hi, lev.first, lev.last, lev.series)]
-    flat = cuda.to_device(np.concatenate(host))
-    tables, pos = [], 0
-    for li in range(len(levels)):
-        views = []
-        for k in range(5):
-            n = len(host[5 * li + k])
-            views.append(flat[pos:pos + n])
-            pos += n
-        tables.append(tuple(views))
-    return tables
 
 
 def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
