@@ -4,3 +4,5 @@ Everything here is plain Python written once and compiled twice, with
 ``numba.njit`` for the CPU and as CUDA device functions for the GPU (see
 :class:`bulkem.kernels.target.Target`).
 """
+
+from . import cache  # noqa: F401,E402  (first: it makes numba's symbols unique, see cache.py)

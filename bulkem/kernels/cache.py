@@ -9,9 +9,18 @@ source of the whole package, every value in :mod:`bulkem.config`, and (as
 numba does) the signature and the machine.  Any edit to bulkem or to its
 configuration is a new key.
 
-``BULKEM_NO_CACHE=1`` turns it off; numba's ``NUMBA_CACHE_DIR`` says where the
-files go (by default beside the sources, or in the user's cache folder when
-those are read-only).
+A cached kernel's object code names the functions it calls by symbol, and
+numba makes a closure's symbol from its qualified name and a per-process
+counter (``make_em.<locals>.em$62``).  Two processes that compile two
+different closures of one factory in the same order give them the same
+symbol; a third process that loads both from the cache links every call to
+the first one loaded, so the second family's kernel ran the first family's EM
+(numba issue #10486).  :func:`unique_symbol_ids` makes the counter's values
+random 62-bit numbers, so that two compilations never share a symbol.
+
+``BULKEM_NO_CACHE=1`` turns the disk cache off; numba's ``NUMBA_CACHE_DIR`` says
+where the files go (by default beside the sources, or in the user's cache
+folder when those are read-only).
 """
 
 from __future__ import annotations
@@ -22,9 +31,34 @@ import os
 from pathlib import Path
 
 from numba import njit
+from numba.core.bytecode import FunctionIdentity
 from numba.core.caching import FunctionCache
 
 from .. import config
+
+
+class _RandomIds:
+    """An endless iterator of random 62-bit integers, drawn anew in every process
+    (a forked child shares no state with its parent)."""
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        return int.from_bytes(os.urandom(8), "little") >> 2
+
+
+def unique_symbol_ids() -> None:
+    """Give every function numba compiles from now on a random id in its symbol (see above).
+
+    numba reads ``FunctionIdentity._unique_ids`` only through ``next()``; the id
+    only has to differ between two compilations of one qualified name.
+    """
+    if not isinstance(FunctionIdentity._unique_ids, _RandomIds):
+        FunctionIdentity._unique_ids = _RandomIds()
+
+
+unique_symbol_ids()
 
 
 @functools.cache

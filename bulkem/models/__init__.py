@@ -10,6 +10,7 @@ options (``model``).
 
 from __future__ import annotations
 
+from .. import kernels  # noqa: F401  (before anything compiles: kernels/cache.py says why)
 from .hmm import HMM
 from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
 from .ssm.family import AR_FAMILY, LOCAL_LEVEL_FAMILY

@@ -1,0 +1,110 @@
+"""Kernels loaded from the disk cache keep their own code (issue 30, bug 1).
+
+Two families fitted one after the other in one process got one family's compiled EM
+for both: numba names a closure's symbol by its qualified name and a per-process
+counter, so two processes that compiled two closures of one factory in the same
+order wrote cache entries with the same symbols, and a third process loading both
+linked every call to the first.  ``bulkem.kernels.cache`` draws those ids at random.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A factory of two closures, each calling the other by symbol (not inlined: a loop),
+# cached with bulkem's keyed cache; run as a script with the factory's constants.
+FACTORY = textwrap.dedent("""
+    import sys
+
+    import numpy as np
+    from numba import njit
+
+    from bulkem.kernels.cache import njit_cached
+
+
+    def make(c):
+        @njit
+        def inner(x):
+            s = 0.0
+            for i in range(x.shape[0]):
+                s += x[i] * c + (x[i] / c if i % 3 else c)
+            return s
+
+        @njit_cached(("test_cache_symbols", c))
+        def outer(x):
+            return inner(x) + inner(x[1:])
+
+        return outer
+
+
+    x = np.arange(1.0, 6.0)
+    print([make(float(c))(x) for c in sys.argv[1:]])
+""")
+
+
+def _run(args: list[str], env: dict, cwd: Path) -> str:
+    out = subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True,
+                         text=True, check=True, timeout=900)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _env(cache: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "BULKEM_NO_CACHE"}
+    if cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_closures_compiled_in_two_processes_keep_their_code_when_loaded_together(tmp_path):
+    (tmp_path / "factory.py").write_text(FACTORY)
+    env = _env(tmp_path / "cache")
+    alone = [_run(["factory.py", c], env, tmp_path) for c in ("2", "3")]  # each compiles
+    assert alone == ["[74.5]", "[104.66666666666669]"]
+    # both from the cache in one process, in either order
+    assert _run(["factory.py", "2", "3"], env, tmp_path) == "[74.5, 104.66666666666669]"
+    assert _run(["factory.py", "3", "2"], env, tmp_path) == "[104.66666666666669, 74.5]"
+
+
+FITS = textwrap.dedent("""
+    import json
+    import sys
+
+    import numpy as np
+
+    import bulkem
+
+    out = {}
+    for family in sys.argv[1:]:
+        if family == "gaussian":
+            X = np.random.default_rng(0).normal(size=(200, 1))
+            res = bulkem.fit([X], family="gaussian", n_components=2, n_starts=4, seed=5,
+                             backend="cpu", progress=False)
+        else:
+            x = np.random.default_rng(3).wald(1, 2, 300)
+            res = bulkem.fit([x], n_components=2, n_starts=3, seed=0, backend="cpu",
+                             progress=False)
+        out[family] = res.starts[["status", "loglik", "n_iter"]].astype(str).values.tolist()
+    print(json.dumps(out))
+""")
+
+
+def test_two_families_in_one_process_give_the_tables_of_each_alone(tmp_path):
+    """The issue's case: a Gaussian then an inverse-Gaussian fit, each alone in a fresh
+    process, then both in one process, in both orders (the package's own cache, shared
+    with the other tests: the test above pins the mechanism down)."""
+    (tmp_path / "fits.py").write_text(FITS)
+    env = _env(None)
+    alone = {}
+    for family in ("gaussian", "invgauss"):
+        alone.update(json.loads(_run(["fits.py", family], env, tmp_path)))
+    assert {row[0] for rows in alone.values() for row in rows} <= {"converged", "max_iter"}
+    for order in (["gaussian", "invgauss"], ["invgauss", "gaussian"]):
+        assert json.loads(_run(["fits.py", *order], env, tmp_path)) == alone
