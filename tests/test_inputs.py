@@ -120,7 +120,7 @@ def test_every_start_degenerate_is_failed(backend):
         res = bulkem.fit([GOOD, np.full(30, 2.0)], n_starts=3, max_iter=5, seed=2,
                          backend=backend)
     assert list(res.summary.status) [1] == "failed"
-    assert res.summary.message[1] == "all 3 starts degenerate"
+    assert res.summary.message[1].startswith("all 3 starts degenerate (the first: ")
     assert (res.starts[res.starts.dataset == 1].status == "degenerate").all()
     assert 1 not in set(res.components.dataset)
 
@@ -200,3 +200,24 @@ def test_large_vector_features_copied_in_parallel_equal_numpys(monkeypatch):
     monkeypatch.setattr(config, "PARALLEL_TRANSPOSE_MIN", 1)
     x = np.random.default_rng(4).normal(size=(1100, 3))
     assert np.array_equal(_contiguous(x.T), np.ascontiguousarray(x.T))
+
+
+@pytest.mark.parametrize("scale, dtype", [(1e-292, "float64"), (1e-200, "float64"),
+                                          (1e300, "float32")])
+def test_overflow_inside_a_cpu_kernel_is_a_degenerate_start(scale, dtype):
+    """Issue 30, bug 2: values whose powers overflow the compute dtype made a CPU kernel divide
+    by zero: SystemError alone, and beside a good dataset a fit left 'converged' at its
+    starting values (n_iter 0, loglik 0).  Now each start is recorded degenerate, the dataset
+    failed with a message, and the good dataset fitted as alone."""
+    tiny = np.array([9.34, 15.9, 8.61, 9.06, 7.10, 18.4]) * scale
+    kw = dict(n_components=2, n_starts=2, max_iter=5, seed=1, backend="cpu", dtype=dtype,
+              progress=False)
+    with pytest.warns(UserWarning, match="no usable start"):
+        res = bulkem.fit([GOOD, tiny], **kw)
+    assert list(res.summary.status) == ["max_iter", "failed"]
+    assert res.summary.message[1].startswith("all 2 starts degenerate (the first: ")
+    assert (res.starts[res.starts.dataset == 1].status == "degenerate").all()
+    alone = bulkem.fit([GOOD], **kw)
+    assert res.summary.loglik[0] == alone.summary.loglik[0]
+    with pytest.warns(UserWarning, match="no usable start"):
+        assert bulkem.fit([tiny], **kw).summary.status[0] == "failed"

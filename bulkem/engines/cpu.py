@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import config
 from ..fitting.driver import make_em
 from ..kernels.cache import njit_cached
 from ..kernels.fastmath import EXP_CONSTS
-from ..kernels.target import CPU
+from ..kernels.target import CPU, kernel
 
 _runners: dict = {}
 
@@ -22,7 +22,7 @@ def runner(model, dtype):
     # A call, not inlined into the prange body: numba's parfor passes copy the loop body's IR
     # over and over, and with the whole EM loop (twice for float32: its float64 refit) in it
     # they took minutes (an inverse-Gaussian float32 kernel compiled in 86 s, 22 s now).
-    em = njit(make_em(model, np.dtype(dtype).type, CPU).py_func)
+    em = kernel()(make_em(model, np.dtype(dtype).type, CPU).py_func)
     sz = model.sizes()
     NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     cdt = np.dtype(dtype).type

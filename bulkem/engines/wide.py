@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import config
 from ..fitting.driver import make_stop
 from ..kernels.fastmath import EXP_CONSTS
-from ..kernels.target import CPU
+from ..kernels.target import CPU, kernel
 
 
 def use_wide(job, engine: str) -> bool:
@@ -108,7 +108,7 @@ def _cpu_runner(model, dtype):
     NS, NT, NC, NK, NX = sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     stop_f = make_stop(CPU.jit)
 
-    @njit(parallel=True)
+    @kernel(parallel=True)
     def setup(data64, lo, hi, chunk):
         n_chunks = (hi - lo + chunk - 1) // chunk
         part = np.zeros((n_chunks, NT))
@@ -120,7 +120,7 @@ def _cpu_runner(model, dtype):
                 tot[k] += part[c, k]
         return tot
 
-    @njit(parallel=True)
+    @kernel(parallel=True)
     def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk

@@ -101,6 +101,8 @@ def njit_cached(key: tuple, **options):
         What distinguishes this kernel from others built from the same source
         lines (a model's key, a dtype...); reprs of its items make the key.
     """
+    options.setdefault("error_model", "numpy")  # as target.kernel: x/0 is inf or NaN
+
     def wrap(py_func):
         disp = njit(**options)(py_func)
         if enabled():

@@ -42,6 +42,18 @@ class Target:
     redo_here: bool = True
 
 
+def kernel(**options):
+    """``numba.njit(**options)`` with the GPU's floating-point rules: ``error_model="numpy"``.
+
+    A division by zero gives inf or NaN, as on the GPU, which the driver records as a
+    degenerate start; numba's default raises ZeroDivisionError, which inside a
+    ``prange`` loop stopped the whole batch or left a fit untouched (issue 30).  The
+    same bits as before wherever no divisor is zero.  Every compiled CPU entry point
+    (not the inlined device functions, which take their caller's rules) uses it.
+    """
+    return njit(error_model="numpy", **options)
+
+
 @njit(inline="always")
 def _same(x):
     return x

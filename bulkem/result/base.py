@@ -193,10 +193,11 @@ class FitResult:
         status[packed.valid] = np.where(has, _lookup(STATUS_NAMES, best_code), "failed")
         message = np.array([m or "" for m in packed.messages], dtype=object)
         n_bad = (~ok).sum(axis=1)
+        first_why = _lookup(STATUS_MESSAGES, code[:, 0])
         message[packed.valid] = [
-            (f"all {n_starts} starts degenerate" if not h
+            (f"all {n_starts} starts degenerate (the first: {w})" if not h
              else f"{b} of {n_starts} starts degenerate" if b else "")
-            for h, b in zip(has, n_bad, strict=True)
+            for h, b, w in zip(has, n_bad, first_why, strict=True)
         ]
         loglik = np.full(n_all, np.nan)
         loglik[packed.valid] = best_ll

@@ -59,10 +59,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from ... import config
 from ...kernels.fastmath import make_math
+from ...kernels.target import kernel
 
 
 class Pass(NamedTuple):
@@ -485,8 +485,8 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     normalise = jit(normalise)
     linear_tile = jit(linear_tile)
     exact_tile = jit(exact_tile)
-    return (njit(make_run(linear_tile, 0.5 if M == 2 else 1.0)),
-            njit(make_run(exact_tile, 1.0)))
+    return (kernel()(make_run(linear_tile, 0.5 if M == 2 else 1.0)),
+            kernel()(make_run(exact_tile, 1.0)))
 
 
 def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, first: int,
@@ -523,7 +523,7 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     WAVE = max(1, config.CPU_WIDE_WAVE_BLOCKS)
     KCH = 64  # statistics per task of the merge
 
-    @njit(parallel=True)
+    @kernel(parallel=True)
     def run(cf, feat, stride, lo, hi, stats, xc):
         nb = (hi - lo + B - 1) // B
         nw = max(1, min(nb, WAVE))  # (at least 1: the waves' loop steps by it)
