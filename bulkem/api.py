@@ -15,7 +15,7 @@ import numpy as np
 
 from . import config, models
 from .data import Packed, Ragged
-from .fitting import starts
+from .fitting import memory, starts
 from .progress import Progress
 from .result import FitResult
 
@@ -93,18 +93,22 @@ class Job:
             on_starts()
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer >= {low}; got {value!r}.")
     if value < low:
         raise ValueError(f"{name} must be >= {low}; got {name} = {value}.")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be at most {high}; got {name} = {value}.")
     return int(value)
 
 
 def _check_dtype(dtype: Any) -> str:
     """``dtype`` as "float64" or "float32" (also given as a numpy type or dtype)."""
     name = dtype
-    if not isinstance(dtype, str):
+    if dtype is None:  # (np.dtype(None) is float64: None would pass unseen)
+        name = None
+    elif not isinstance(dtype, str):
         try:
             name = np.dtype(dtype).name
         except TypeError:
@@ -258,6 +262,9 @@ def fit(
     ------
     ValueError, TypeError
         On bad arguments, at once; on invalid datasets only when ``strict``.
+    MemoryError
+        Before any fit, when the batch's results or an engine's buffers would not fit in the
+        memory available (the message says how much is needed and what to do).
     """
     if checkpoint is not None:  # chunked and resumable (issue 16): bulkem/checkpoint.py
         args = dict(locals())
@@ -290,7 +297,7 @@ def fit(
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
     else:
-        seed = _check_int("seed", seed, 0)
+        seed = _check_int("seed", seed, 0, 2**64 - 1)  # (the starts use it modulo 2^64)
     pairs = fam.read(datasets, dataset_col, value_col, options)
     model = fam.model(pairs, M, options)
     if dtype not in getattr(model, "dtypes", DTYPES):
@@ -380,6 +387,12 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
              reg: float = 0.0) -> Job:
     """The :class:`Job` of every (valid dataset, start) fit of a packed batch."""
     n_valid = len(packed.valid)
+    n_fits, n_params = n_valid * n_starts, model.n_params
+    memory.check(n_fits * (2 * n_params * 8 + 32),  # init, params; ids, status, n_iter, loglik
+                 f"the starting values and results of {n_fits:,} fits ({n_valid:,} datasets "
+                 f"x {n_starts:,} starts, {n_params:,} parameters each)",
+                 "use fewer starts or fewer datasets at once (checkpoint= fits a batch in "
+                 "chunks).")
     fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
     data = packed.data
@@ -388,7 +401,6 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
     else:
         keys = starts.dataset_keys(data.values, data.value_offsets)
     plan = model.start_plan(data, keys, seed, init_method, user)
-    n_params = model.n_params
     return Job(
         model=model,
         dtype=dtype,

@@ -221,3 +221,28 @@ def test_overflow_inside_a_cpu_kernel_is_a_degenerate_start(scale, dtype):
     assert res.summary.loglik[0] == alone.summary.loglik[0]
     with pytest.warns(UserWarning, match="no usable start"):
         assert bulkem.fit([tiny], **kw).summary.status[0] == "failed"
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    (dict(seed=2**64), ValueError, r"seed must be at most 18446744073709551615; got seed = "),
+    (dict(dtype=None), ValueError, r"unknown dtype None; expected one of \['float64'"),
+    (dict(n_starts=10**12), MemoryError, r"1,000,000,000,000 fits .* need .* GiB, but .* GiB of "
+                                          r"memory is available; use fewer starts"),
+])
+def test_arguments_beyond_their_limits_say_so(kw, error, match):
+    """Issue 30, arguments: these were accepted silently (seed=2**64 fitted as seed=0,
+    dtype=None as float64) or ended in a bare MemoryError."""
+    with pytest.raises(error, match=match):
+        bulkem.fit([GOOD], backend="cpu", progress=False, **kw)
+
+
+def test_buffers_beyond_memory_say_how_much_and_what_to_do(monkeypatch):
+    """Issue 30: one long HMM sequence allocated a buffer per parallel fit inside the kernel
+    and ended in SystemError when memory ran out; now a MemoryError before any fit."""
+    from bulkem.fitting import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1e6)
+    seq = np.random.default_rng(0).normal(size=100_000)
+    with pytest.raises(MemoryError, match=r"work buffers of .* longest sequence or series: "
+                                          r"100,000 steps.*split the longest"):
+        bulkem.fit([[seq]], family="hmm", n_starts=2, backend="cpu", progress=False)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import prange
 
 from .. import config
+from ..fitting import memory
 from ..fitting.driver import make_em
 from ..kernels.cache import njit_cached
 from ..kernels.fastmath import EXP_CONSTS
@@ -66,11 +68,13 @@ def run_fits(job, progress, on_starts=None) -> None:
     depends on nothing but its own inputs, so the chunking does not change any
     result.
     """
+    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
+    memory.check_buffers(n_buf, job.data.longest_unit(), min(numba.get_num_threads(),
+                                                             len(job.fit_ds)))
     job.start_in_place(on_starts)
     run = runner(job.model, job.dtype)
     data64, offsets, const = job.kernel_data()
     data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
-    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
     n = len(job.fit_ds)
     step = config.CPU_CHUNK_FITS
     if progress.active:

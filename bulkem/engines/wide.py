@@ -28,6 +28,7 @@ import numpy as np
 from numba import prange
 
 from .. import config
+from ..fitting import memory
 from ..fitting.driver import make_stop
 from ..kernels.fastmath import EXP_CONSTS
 from ..kernels.target import CPU, kernel
@@ -169,9 +170,10 @@ def _run_cpu(job, progress) -> None:
     data64, offsets, const = job.kernel_data()
     narrow_dt = np.dtype(job.dtype) != np.float64
     data = narrow(data64, job.dtype) if narrow_dt else data64
+    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
+    memory.check_buffers(n_buf, job.data.longest_unit(), numba.get_num_threads())
     loop = _cpu_runner(job.model, job.dtype)[1]
     setup64, loop64 = _cpu_runner(job.model, np.float64)
-    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
     chunk = config.WIDE_CPU_CHUNK_UNITS
     no_tot = np.zeros(0)
     for f in range(len(job.fit_ds)):
