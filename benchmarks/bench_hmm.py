@@ -4,8 +4,9 @@ The issue-13 batch: D datasets x 20 sequences of lengths 50-500, N = 4 states,
 V = 8 symbols (categorical), S random starts, 100 iterations (``tol=0``).
 Everything is timed end to end through ``bulkem.fit`` (compilation excluded
 by a warm-up).  hmmlearn (``CategoricalHMM``, the same iterations, ``tol``
-off) fits a sample of the same (dataset, start) pairs on every core (a process
-pool); its rate in fits/s is the baseline of the ratios.
+off) fits a sample of the same (dataset, start) pairs in a process pool of one worker
+per core, each with one BLAS thread (``baselines.py``), and one at a time on one core;
+the ratios are to the pool's rate, and to the per-core rate times the cores.
 
     python benchmarks/bench_hmm.py                                # full size
     python benchmarks/bench_hmm.py --datasets 20 --starts 4 --hmmlearn-fits 8   # small
@@ -18,14 +19,17 @@ import argparse
 import ast
 import datetime
 import os
+import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 import bulkem
 from bulkem import config
+
+sys.path.insert(0, os.path.dirname(__file__))
+from baselines import pool, rates  # noqa: E402
 
 N_STATES, N_SYMBOLS, N_SEQ = 4, 8, 20
 
@@ -82,8 +86,9 @@ def _hmmlearn_one(job):
     return m.score(X, [len(s) for s in seqs])
 
 
-def hmmlearn_rate(data, res, args) -> tuple[float, float]:
-    """fits/s of hmmlearn on every core over a sample of the batch's fits; agreement with bulkem."""
+def hmmlearn_rate(data, res, args) -> tuple[float, float, float, int]:
+    """fits/s of hmmlearn over a sample of the batch's fits, in a pool of every core and on
+    one core; its agreement with bulkem; the pool's size."""
     n = min(args.hmmlearn_fits, len(res.starts))
     jobs, ours = [], []
     for d in range(n):
@@ -91,14 +96,9 @@ def hmmlearn_rate(data, res, args) -> tuple[float, float]:
         # the best start's starting values: the same work as any of bulkem's fits
         jobs.append((data[ds], res.init_params(ds), args.iters))
         ours.append(res.summary.loglik[ds])
-    workers = min(os.cpu_count() or 1, n)
-    with ProcessPoolExecutor(workers) as pool:
-        list(pool.map(_hmmlearn_one, jobs[:workers]))  # start the workers, import hmmlearn
-        t0 = time.perf_counter()
-        ll = list(pool.map(_hmmlearn_one, jobs))
-        sec = time.perf_counter() - t0
+    rate, core, workers, ll = rates(_hmmlearn_one, jobs)
     rel = float(np.max(np.abs(np.array(ll) - ours) / np.abs(ours)))
-    return n / sec, rel
+    return rate, rel, core, workers
 
 
 def _hmmlearn_infer(job):
@@ -144,10 +144,10 @@ def inference_rows(data, res, args, gpu, rows) -> list[str]:
         notes.append(f"forward CUDA vs CPU max rel diff {diff:.1e}; Viterbi paths equal: {same}")
     k = min(args.hmmlearn_fits, len(data))
     jobs = [(data[d], res.params(d)) for d in range(k)]
-    with ProcessPoolExecutor(min(os.cpu_count() or 1, k)) as pool:
-        list(pool.map(_hmmlearn_infer, jobs[:2]))
+    with pool(min(os.cpu_count() or 1, k)) as workers:
+        list(workers.map(_hmmlearn_infer, jobs[:2]))
         t0 = time.perf_counter()
-        times = list(pool.map(_hmmlearn_infer, jobs))
+        times = list(workers.map(_hmmlearn_infer, jobs))
         wall = time.perf_counter() - t0
     n = sum(len(data[d]) for d in range(k))
     share = np.array(times).sum(axis=0)  # split the wall time by each part's CPU time
@@ -186,9 +186,10 @@ def main() -> None:
         data = cpu_data  # (inference below: the datasets that were fitted)
     cpu_rate = len(res_cpu.starts) / s
     rows.append(("bulkem CPU f64 (all cores)", len(res_cpu.starts), s, cpu_rate))
-    hl_rate, agree = hmmlearn_rate(cpu_data, res_cpu, args)
-    rows.append(("hmmlearn (all cores)", args.hmmlearn_fits, args.hmmlearn_fits / hl_rate,
-                 hl_rate))
+    hl_rate, agree, hl_core, workers = hmmlearn_rate(cpu_data, res_cpu, args)
+    rows.append((f"hmmlearn pool ({workers} x 1 BLAS thread)", args.hmmlearn_fits,
+                 args.hmmlearn_fits / hl_rate, hl_rate))
+    rows.append(("hmmlearn 1 core (1 BLAS thread)", 4, 4 / hl_core, hl_core))
     notes = [f"hmmlearn vs bulkem CPU, same starts and iterations: max relative loglik "
              f"difference {agree:.2e}"]
     res_gpu = None
@@ -211,9 +212,12 @@ def main() -> None:
                 res, s = timed(data, args, args.repeat, backend="cuda")
                 rows.append((f"  CUDA f64 {key}={v}", len(res.starts), s, len(res.starts) / s))
             setattr(config, key, old)
-    print(f"{'run':<34}{'fits':>9}{'seconds':>10}{'fits/s':>12}{'vs hmmlearn':>13}")
+    cores = os.cpu_count() or 1
+    print(f"{'run':<36}{'fits':>9}{'seconds':>10}{'fits/s':>12}{'vs pool':>10}"
+          f"{'vs core x' + str(cores):>14}")
     for label, n, s, rate in rows:
-        print(f"{label:<34}{n:>9}{s:>10.3f}{rate:>12,.0f}{rate / hl_rate:>12,.1f}x")
+        print(f"{label:<36}{n:>9}{s:>10.3f}{rate:>12,.1f}{rate / hl_rate:>9,.1f}x"
+              f"{rate / (hl_core * cores):>13,.1f}x")
     if args.inference:
         irows: list[tuple] = []
         notes += inference_rows(data, res_gpu or res_cpu, args, gpu, irows)
