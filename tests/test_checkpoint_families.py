@@ -178,6 +178,21 @@ def test_damaged_checkpoint_is_found_and_named(made, how):
             assert_same_tables(ref, bulkem.fit(df, checkpoint=run, **kw))
 
 
+def test_every_byte_flip_is_found(made):
+    """40 flips spread over each file of a chunk: each is found (one of 40 changed an aic
+    silently before)."""
+    _, _, _, run = made("invgauss")
+    folder = run / "chunk-000001"
+    for path in sorted(folder.iterdir()):
+        clean = path.read_bytes()
+        for k in np.linspace(0, len(clean) - 1, 40).astype(int):
+            path.write_bytes(clean[:k] + bytes([clean[k] ^ 0x01]) + clean[k + 1:])
+            with pytest.raises(checkpoint.CheckpointError, match="chunk 1 is damaged"):
+                checkpoint.RunDir(run).read(1)
+        path.write_bytes(clean)
+    checkpoint.RunDir(run).read(1)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("how", ["copied summary", "byte flip", "truncated", "garbage meta",
                                  "garbage manifest"])
