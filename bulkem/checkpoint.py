@@ -15,12 +15,16 @@ never on which other datasets share its batch.
     chunk-000000/          one folder per finished chunk:
         summary.parquet    ... one file per table of the FitResult,
         best.parquet       the best fits (for density, predict, params),
-        meta.json          the chunk's datasets, data hash, backend and timing.
+        meta.json          the chunk's datasets, data hash, backend and timing, and a
+                           checksum of each of its files and of itself.
 
 A run directory made with other arguments or other data is refused, with a
-message that lists what differs.  The backend, the progress display and
-``strict`` may change between runs (they do not change the tables).  One
-process at a time may use a run directory.
+message that lists what differs.  A damaged one (a chunk's file changed,
+truncated, missing or copied from another chunk; a garbled ``meta.json`` or
+manifest) is refused with a :class:`CheckpointError` that names the chunk
+folder to delete; the next call fits that chunk again.  The backend, the
+progress display and ``strict`` may change between runs (they do not change
+the tables).  One process at a time may use a run directory.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +55,18 @@ from .progress import Progress
 # 4 GiB the streaming issue allows.
 CHUNK_FITS = 500_000
 MANIFEST = "manifest.json"
-FORMAT = "bulkem-checkpoint-1"
+# 2: checksums of the manifest and of every file of a chunk.
+FORMAT = "bulkem-checkpoint-2"
+CHUNK_NAME = re.compile(r"chunk-(\d{6})")
 # Arguments that may differ between the runs of one checkpoint: they do not
 # change the tables.
 NOT_COMPARED = ("backend", "progress", "strict")
 # Warnings of bulkem.fit that a chunked run replaces by one for the whole run.
 _BATCH_WARNINGS = ("datasets are invalid and were not fitted", "have no usable start")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that is damaged: the message says what to delete."""
 
 
 def _require_pyarrow():
@@ -130,6 +141,22 @@ def hash_input(piece: Any) -> str:
     return h.hexdigest()
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _checksum(record: dict) -> str:
+    """Checksum of a JSON record (its ``checksum`` entry left out)."""
+    rest = {k: v for k, v in record.items() if k != "checksum"}
+    return _digest(json.dumps(rest, sort_keys=True).encode())
+
+
+def _signed(record: dict) -> str:
+    """A JSON record with its checksum, as written to disk."""
+    record = json.loads(json.dumps(jsonable(record)))  # tuples -> lists, as read back
+    return json.dumps({**record, "checksum": _checksum(record)}, indent=1)
+
+
 def _short(x: Any, width: int = 60) -> str:
     s = json.dumps(x)
     return s if len(s) <= width else s[: width - 3] + "..."
@@ -167,18 +194,43 @@ class RunDir:
         self._pending: dict | None = None
         mpath = self.path / MANIFEST
         if mpath.exists():
-            self.manifest = json.loads(mpath.read_text())
-            if self.manifest.get("format") != FORMAT:
-                raise ValueError(
-                    f"{mpath} is not a bulkem checkpoint of this version (format "
-                    f"{self.manifest.get('format')!r}, expected {FORMAT!r}); use another "
-                    "directory."
-                )
-        elif self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            self.manifest = self._read_manifest(mpath)
+        elif self.path.exists() and not self.path.is_dir():
+            raise ValueError(
+                f"checkpoint directory {self.path} is a file; name a new or empty directory.")
+        elif self.path.is_dir() and any(CHUNK_NAME.fullmatch(p.name)
+                                        for p in self.path.iterdir()):
+            raise CheckpointError(
+                f"checkpoint {self.path} has chunk folders but no {MANIFEST}: it is damaged "
+                "(the arguments its chunks were fitted with are lost). Delete the directory "
+                f"{self.path} to start afresh.")
+        elif self.path.is_dir() and any(self.path.iterdir()):
             raise ValueError(
                 f"checkpoint directory {self.path} exists and is not a bulkem checkpoint (no "
                 f"{MANIFEST}); name a new or empty directory."
             )
+
+    def _read_manifest(self, mpath: Path) -> dict:
+        def damaged(what: str) -> CheckpointError:
+            return CheckpointError(
+                f"checkpoint {self.path} is damaged: its {MANIFEST} {what}. Delete the "
+                f"directory {self.path} to start afresh.")
+
+        try:
+            manifest = json.loads(mpath.read_bytes().decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise damaged(f"is not valid JSON ({err})") from None
+        if not isinstance(manifest, dict):
+            raise damaged(f"holds a {type(manifest).__name__}, not a JSON object")
+        if manifest.get("format") != FORMAT:
+            raise ValueError(
+                f"{mpath} is not a bulkem checkpoint of this version (format "
+                f"{manifest.get('format')!r}, expected {FORMAT!r}); use another "
+                "directory (or delete this one to start afresh)."
+            )
+        if manifest.get("checksum") != _checksum(manifest):
+            raise damaged("fails its checksum (changed since it was written)")
+        return manifest
 
     def start(self, source: str, arguments: dict, chunk_datasets: int,
               data: dict | None = None) -> None:
@@ -203,7 +255,7 @@ class RunDir:
         new = {"format": FORMAT, "bulkem": __version__, "source": source,
                "arguments": jsonable(arguments), "chunk_datasets": int(chunk_datasets),
                "data": jsonable(data)}
-        new = json.loads(json.dumps(new))  # tuples -> lists, as read back
+        new = json.loads(_signed(new))  # tuples -> lists, as read back
         if self.manifest is None:
             self._pending = new
             return
@@ -232,16 +284,55 @@ class RunDir:
         """Numbers of the chunks written completely."""
         if not self.path.is_dir():
             return set()
-        return {int(p.name[6:]) for p in self.path.glob("chunk-*") if p.is_dir()}
+        return {int(m.group(1)) for p in self.path.iterdir()
+                if (m := CHUNK_NAME.fullmatch(p.name)) and p.is_dir()}
+
+    def damaged(self, i: int, what: str) -> CheckpointError:
+        """The error for chunk ``i`` found damaged (``what``: how)."""
+        d = self._chunk(i)
+        return CheckpointError(
+            f"checkpoint {self.path}: chunk {i} is damaged: {what}. Delete the folder {d} "
+            "and resume (the same call, or the same `bulkem fit` with --resume): that chunk "
+            "is fitted again, the others are kept.")
 
     def meta(self, i: int) -> dict:
-        """The ``meta.json`` of finished chunk ``i``."""
-        return json.loads((self._chunk(i) / "meta.json").read_text())
+        """The ``meta.json`` of finished chunk ``i``, checked.
+
+        Raises
+        ------
+        CheckpointError
+            When it is missing, not JSON, fails its checksum or is another chunk's.
+        """
+        path = self._chunk(i) / "meta.json"
+        try:
+            meta = json.loads(path.read_bytes().decode())
+        except FileNotFoundError:
+            raise self.damaged(i, "its meta.json is missing") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise self.damaged(i, f"its meta.json is not valid JSON ({err})") from None
+        if not isinstance(meta, dict) or meta.get("checksum") != _checksum(meta):
+            raise self.damaged(i, "its meta.json fails its checksum (changed since it was "
+                                  "written)")
+        if meta.get("chunk") != i:
+            raise self.damaged(i, f"its meta.json is chunk {meta.get('chunk')}'s (copied from "
+                                  "another chunk?)")
+        return meta
+
+    def _read_file(self, i: int, name: str, meta: dict) -> bytes:
+        """The bytes of a file of chunk ``i``, checked against its checksum in ``meta``."""
+        try:
+            data = (self._chunk(i) / name).read_bytes()
+        except FileNotFoundError:
+            raise self.damaged(i, f"its {name} is missing") from None
+        if _digest(data) != meta["files"].get(name):
+            raise self.damaged(i, f"its {name} fails its checksum (changed, truncated or "
+                                  "copied from another chunk since it was written)")
+        return data
 
     def _write_manifest(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".{MANIFEST}.tmp{os.getpid()}"
-        tmp.write_text(json.dumps(self._pending, indent=1))
+        tmp.write_text(_signed(self._pending))
         _fsync(tmp)
         os.replace(tmp, self.path / MANIFEST)
         _fsync(self.path)
@@ -272,22 +363,35 @@ class RunDir:
                 f"chunk {i} cannot be written to Parquet ({err}); checkpoints need dataset "
                 "identifiers of one Parquet type (all integers or all strings, say)."
             ) from None
+        files = {p.name: _digest(p.read_bytes()) for p in sorted(tmp.iterdir())}
         meta = {**meta, "tables": list(parts.tables), "scalars": jsonable(parts.scalars),
-                "result_class": parts.result_class}
-        (tmp / "meta.json").write_text(json.dumps(jsonable(meta), indent=1))
+                "result_class": parts.result_class, "files": files}
+        (tmp / "meta.json").write_text(_signed(meta))
         for p in tmp.iterdir():
             _fsync(p)
         os.rename(tmp, self._chunk(i))
         _fsync(self.path)
 
     def read(self, i: int) -> Parts:
-        """The parts of finished chunk ``i``."""
-        _, pq = _require_pyarrow()
-        d = self._chunk(i)
+        """The parts of finished chunk ``i``, every file checked against its checksum.
+
+        Raises
+        ------
+        CheckpointError
+            When a file of the chunk is missing or changed.
+        """
+        pa, pq = _require_pyarrow()
         meta = self.meta(i)
-        tables = {name: pq.read_table(d / f"{name}.parquet").to_pandas()
-                  for name in meta["tables"]}
-        return Parts(tables, _read_best(pq.read_table(d / "best.parquet")), meta["scalars"],
+
+        def table(name: str):
+            data = self._read_file(i, name, meta)
+            try:
+                return pq.read_table(pa.BufferReader(data))
+            except pa.ArrowException as err:  # (only if it was written so)
+                raise self.damaged(i, f"its {name} is not readable Parquet ({err})") from None
+
+        tables = {name: table(f"{name}.parquet").to_pandas() for name in meta["tables"]}
+        return Parts(tables, _read_best(table("best.parquet")), meta["scalars"],
                      meta["result_class"])
 
 
@@ -344,43 +448,33 @@ def _data_differences(old: dict, new: dict, chunk: int) -> str:
 class _Chunks:
     """Cuts :func:`bulkem.fit`'s input into chunks of whole datasets, in input order.
 
-    Each chunk is in a form ``bulkem.fit`` takes and gives the same dataset
-    identifiers as the whole input: row subsets of a long DataFrame, sub-dicts
-    of a dict, ``{position: dataset}`` dicts of a list.  One array (one
-    dataset) is a single chunk.
+    Each chunk is in a form ``bulkem.fit`` takes and gives the same datasets,
+    with the same identifiers, as the whole input: row subsets of a long
+    DataFrame with the dataset column; else ``{identifier: dataset}`` dicts
+    of the datasets the family reads from the input (``family.read``, as
+    ``bulkem.fit`` reads it: a TMAP's list of runs is one trace, a mixture's
+    list of arrays many datasets).
     """
 
-    def __init__(self, datasets: Any, ndim: int, dataset_col: str):
+    def __init__(self, datasets: Any, fam: Any, kwargs: dict):
+        dataset_col = kwargs.get("dataset_col", "dataset")
         self.data = datasets
-        self.kind = "whole"
-        self.n = 1
-        if isinstance(datasets, pd.DataFrame):
-            if dataset_col in datasets.columns:
-                codes, uniques = pd.factorize(datasets[dataset_col])  # first appearance; NaN -1
-                self._order = np.argsort(codes, kind="stable")
-                self._sorted = codes[self._order]
-                self.kind, self.n = "frame", len(uniques)
-        elif isinstance(datasets, Mapping):
-            self._keys = list(datasets)
-            self.kind, self.n = "dict", len(self._keys)
-        elif isinstance(datasets, np.ndarray) and datasets.ndim == 3 and ndim == 2:
-            self.kind, self.n = "list", len(datasets)
-        elif isinstance(datasets, (pd.Series, np.ndarray)) or (
-                isinstance(datasets, Sequence) and all(np.isscalar(v) for v in datasets)):
-            pass  # one dataset (or an empty or malformed input, for bulkem.fit to judge)
-        elif isinstance(datasets, Sequence) and not isinstance(datasets, (str, bytes)):
-            self.kind, self.n = "list", len(datasets)
+        if isinstance(datasets, pd.DataFrame) and dataset_col in datasets.columns:
+            codes, uniques = pd.factorize(datasets[dataset_col])  # first appearance; NaN -1
+            self._order = np.argsort(codes, kind="stable")
+            self._sorted = codes[self._order]
+            self.kind, self.n = "frame", len(uniques)
+        else:
+            self._pairs = fam.read(datasets, dataset_col, kwargs.get("value_col", "value"),
+                                   combine._options(kwargs))
+            self.kind, self.n = "pairs", len(self._pairs)
 
     def get(self, lo: int, hi: int) -> Any:
         """Datasets ``lo`` to ``hi - 1`` (input order), in a form ``bulkem.fit`` takes."""
         if self.kind == "frame":
             a, b = np.searchsorted(self._sorted, [lo, hi])
             return self.data.iloc[np.sort(self._order[a:b])]
-        if self.kind == "dict":
-            return {k: self.data[k] for k in self._keys[lo:hi]}
-        if self.kind == "list":
-            return {j: self.data[j] for j in range(lo, hi)}
-        return self.data
+        return dict(self._pairs[lo:hi])
 
 
 def chunk_bounds(n: int, chunk_datasets: int) -> Iterator[tuple[int, int, int]]:
@@ -452,6 +546,15 @@ def warn_for_run(status: Mapping[str, int], caught: list, stacklevel: int = 4) -
                       "try more starts or fewer components.", stacklevel=stacklevel)
 
 
+def check_path(path: Any, name: str = "checkpoint") -> None:
+    """Raise unless ``path`` names a directory (a non-empty str or os.PathLike)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str) or not path:
+        raise TypeError(f"{name} must name a run directory (a str or pathlib.Path, e.g. "
+                        f"{name}='fits.checkpoint'); got {name} = {path!r}.")
+
+
 def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.FitResult:
     """:func:`bulkem.fit` in chunks, each written to ``checkpoint`` as it finishes.
 
@@ -478,15 +581,20 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
 
     Raises
     ------
+    CheckpointError
+        When the checkpoint is damaged (the message names what to delete).
     ValueError
         When the checkpoint was made with other arguments or data (the message
         says what differs), or as :func:`bulkem.fit`.
+    TypeError
+        When ``checkpoint`` is not a path, or as :func:`bulkem.fit`.
     """
     t0 = time.perf_counter()
+    check_path(checkpoint)
     _require_pyarrow()
     fam = models.get(kwargs.get("family", "invgauss"))
     combine.check_splittable(kwargs)
-    chunks = _Chunks(datasets, getattr(fam, "ndim", 1), kwargs.get("dataset_col", "dataset"))
+    chunks = _Chunks(datasets, fam, kwargs)
     if chunks.n == 0:
         return api.fit(datasets, **kwargs)  # raises: no datasets
     run = RunDir(checkpoint)
@@ -512,6 +620,9 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     try:
         for i, lo, hi in bounds:
             if i in done:
+                if run.meta(i).get("hash") != hashes[i]:
+                    raise run.damaged(i, "its meta.json is of other data than the manifest's "
+                                         "chunk (copied from another checkpoint?)")
                 parts.append(run.read(i))
             else:
                 t1 = time.perf_counter()

@@ -151,14 +151,69 @@ def _read_table(path: Path) -> pd.DataFrame:
     return df
 
 
+# The family options of `bulkem fit`: option -> (the families that take it, bulkem.fit's name).
+FAMILY_OPTIONS = {
+    "emission": (("hmm",), "emission"),
+    "symbols": (("hmm",), "n_symbols"),
+    "sequence_col": (("hmm",), "sequence_col"),
+    "orders": (("tmap",), "orders"),
+    "run_col": (("tmap",), "run_col"),
+    "order": (("ar",), "order"),
+    "series_col": (("ar", "local_level"), "series_col"),
+}
+# Their defaults: an option left at its default is not refused for another family.
+_DEFAULTS = {"emission": "gaussian", "sequence_col": "sequence", "run_col": "run",
+             "series_col": "series"}
+# Python's names in bulkem.fit's messages -> the command line's.
+CLI_TERMS = (("dataset_col=", "--dataset-col"), ("value_col=", "--value-col"),
+             ("sequence_col=", "--sequence-col"), ("series_col=", "--series-col"),
+             ("run_col=", "--run-col"), ("n_symbols=", "--symbols"),
+             ("order=p", "--order P"), ("(pandas.to_numeric)", ""),
+             ("backend='cpu'", "--backend cpu"), ("backend='auto'", "--backend auto"),
+             ("backend='cuda'", "--backend cuda"),
+             ("numba.cuda.is_available() is False", "CUDA is not available"))
+
+
+def _cli_terms(message: str) -> str:
+    """A message of bulkem.fit in the command's terms, on one line."""
+    for python, option in CLI_TERMS:
+        message = message.replace(python, option)
+    return " ".join(message.split())
+
+
+def family_options(args: argparse.Namespace) -> dict:
+    """The family options of ``bulkem fit`` as :func:`bulkem.fit` arguments.
+
+    Options of another family are refused (those with a default are passed
+    only to their families).
+
+    Raises
+    ------
+    UsageError
+        An option given that the family does not take; ``--family ar`` without
+        ``--order``.
+    """
+    out = {}
+    for option, (families, name) in FAMILY_OPTIONS.items():
+        value = getattr(args, option, None)
+        if args.family in families:
+            if value is not None:
+                out[name] = tuple(value) if isinstance(value, list) else value
+        elif value is not None and value != _DEFAULTS.get(option):
+            flag = "--" + option.replace("_", "-")
+            raise UsageError(f"{flag} is an option of --family {' or '.join(families)}, not of "
+                             f"--family {args.family}; leave it out.")
+    if args.family == "ar" and out.get("order") is None:
+        raise UsageError("--family ar needs --order P, the number of AR coefficients "
+                         "(e.g. --order 2).")
+    return out
+
+
 def _fit(args: argparse.Namespace) -> int:
+    options = family_options(args)
     if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/stream.py
-        return stream.main(args)
+        return stream.main(args, options)
     out = Path(args.out)
-    family_options = {}
-    if args.family == "hmm":
-        family_options = dict(emission=args.emission, sequence_col=args.sequence_col,
-                              n_symbols=args.symbols)
     paths = output_paths(out, TABLES + (("transitions",) if args.family == "hmm" else ()))
     src = Path(args.input)
     if any(p.resolve() == src.resolve() for p in paths.values()):
@@ -168,16 +223,9 @@ def _fit(args: argparse.Namespace) -> int:
         res = fit(df, family=args.family, n_components=args.components, n_starts=args.starts,
                   max_iter=args.max_iter, tol=args.tol, seed=args.seed, backend=args.backend,
                   dtype=args.dtype, progress=not args.quiet, dataset_col=args.dataset_col,
-                  value_col=args.value_col, **family_options)
+                  value_col=args.value_col, **options)
     except (ValueError, TypeError) as err:  # about the data: said in the command's terms
-        msg = str(err).replace("DataFrame input", f"input {src}")
-        for python, option in (("dataset_col=", "--dataset-col"), ("value_col=", "--value-col"),
-                               ("(pandas.to_numeric)", ""), ("backend='cpu'", "--backend cpu"),
-                               ("backend='auto'", "--backend auto"),
-                               ("backend='cuda'", "--backend cuda"),
-                               ("numba.cuda.is_available() is False", "CUDA is not available")):
-            msg = msg.replace(python, option)
-        raise UsageError(" ".join(msg.split())) from None
+        raise UsageError(str(err).replace("DataFrame input", f"input {src}")) from None
     fmt = FORMATS[out.suffix.lower()]
     with _all_or_nothing(paths) as tmp:
         for name, t in tmp.items():
@@ -264,6 +312,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hmm, categorical: symbols 0..V-1 (default: the largest seen + 1)")
     f.add_argument("--sequence-col", default="sequence", metavar="NAME",
                    help="hmm: column naming the sequence of each row (rows in time order)")
+    f.add_argument("--orders", type=_at_least(1), nargs="+", default=None, metavar="R",
+                   help="tmap: the order of each Erlang branch (default: 1 2 3, or 1..M "
+                   "with --components M)")
+    f.add_argument("--run-col", default="run", metavar="NAME",
+                   help="tmap: column naming the run of each row (rows in order within a run)")
+    f.add_argument("--order", type=_at_least(1), default=None, metavar="P",
+                   help="ar: the number of AR coefficients (required for --family ar)")
+    f.add_argument("--series-col", default="series", metavar="NAME",
+                   help="ar, local_level: column naming the series of each row (rows in time "
+                   "order; without it, one series per dataset)")
     f.add_argument("--out", default="fits.csv", metavar="FILE",
                    help="summary table; its suffix (.csv, .parquet, .pq) sets the format of "
                    "every table")
@@ -293,8 +351,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return args.func(args)
         except (UsageError, ValueError, TypeError, OSError) as err:
-            print(f"bulkem: error: {err}", file=sys.stderr)
+            print(f"bulkem: error: {_cli_terms(str(err))}", file=sys.stderr)
             return 2
+        except MemoryError as err:  # numpy's _ArrayMemoryError says how much it wanted
+            what = f" ({err})" if str(err) else ""
+            print(f"bulkem: error: out of memory{what}. Fit fewer datasets at a time: "
+                  "stream the input with --chunk-datasets N (host memory is bounded by N "
+                  "datasets), or a smaller N.", file=sys.stderr)
+            return 1
+        except Exception as err:
+            if not type(err).__module__.startswith(("pyarrow", "numba.cuda")):
+                raise  # a bug: its traceback is what a report needs
+            print(f"bulkem: error: {type(err).__name__}: {_cli_terms(str(err))}",
+                  file=sys.stderr)
+            return 1
 
 
 if __name__ == "__main__":

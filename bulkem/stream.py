@@ -5,7 +5,11 @@ input a piece at a time (Parquet record batches, CSV chunks of rows), cuts it
 into chunks of ``--chunk-datasets`` whole datasets, fits each chunk with
 :func:`bulkem.fit` and appends its tables to the outputs as it finishes, so host
 memory is bounded by the chunk size (and the input's row-group size), not the
-input's.  A dataset's rows must be contiguous in the file (any order of
+input's.  The outputs are written under temporary names beside them
+(``.<name>.partial``) and renamed into place when the run completes, so an
+output file that is there is always whole and readable (a Parquet file is
+readable only once its footer is written); meanwhile the finished chunks can be
+read from the checkpoint.  A dataset's rows must be contiguous in the file (any order of
 datasets; sort the file by dataset if they are not): a dataset found in two
 places stops the run with a message.
 
@@ -71,9 +75,19 @@ def wanted(args: argparse.Namespace) -> bool:
             or getattr(args, "checkpoint", None) is not None)
 
 
-def main(args: argparse.Namespace) -> int:
-    """``bulkem fit`` streamed (see the module's description); the CLI's exit code."""
+def main(args: argparse.Namespace, options: dict | None = None) -> int:
+    """``bulkem fit`` streamed (see the module's description); the CLI's exit code.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``bulkem fit`` command line.
+    options : dict, optional
+        The family's options of :func:`bulkem.fit` (``emission=``, ``order=``,
+        ...), as the in-memory path passes them.
+    """
     fit_kwargs = {name: getattr(args, cli) for cli, name in FIT_ARGS.items() if hasattr(args, cli)}
+    fit_kwargs.update(options or {})
     report = fit_file(args.input, args.out, fit_kwargs, chunk_datasets=args.chunk_datasets,
                       checkpoint_dir=args.checkpoint, resume=args.resume, quiet=args.quiet)
     print(f"{report['n_datasets']} datasets fitted on {report['backend']} in "
@@ -218,7 +232,9 @@ class _Writer:
     """Appends each chunk's tables to the output files (CSV, or Parquet by the suffix).
 
     ``summary`` goes to ``out``, every other table to ``<out stem>.<table><suffix>``,
-    as the in-memory ``bulkem fit`` names them.
+    as the in-memory ``bulkem fit`` names them.  Each is written as
+    ``.<file name>.partial`` beside it and renamed into place by :meth:`close`,
+    so that a file at an output's name is always complete.
     """
 
     def __init__(self, out: Path):
@@ -232,6 +248,11 @@ class _Writer:
             return self.out
         return Path(f"{self.out.with_suffix('')}.{name}{self.out.suffix}")
 
+    def partial(self, name: str) -> Path:
+        """Where table ``name`` is written until the run completes."""
+        path = self.path(name)
+        return path.with_name(f".{path.name}.partial")
+
     def append(self, tables: dict[str, pd.DataFrame]) -> None:
         for name, t in tables.items():
             if self.parquet:
@@ -239,7 +260,7 @@ class _Writer:
             else:
                 f = self.files.get(name)
                 if f is None:
-                    f = self.files[name] = open(self.path(name), "w", newline="")
+                    f = self.files[name] = open(self.partial(name), "w", newline="")
                 t.to_csv(f, header=f.tell() == 0, index=False)
                 f.flush()
 
@@ -251,17 +272,31 @@ class _Writer:
         w = self.files.get(name)
         if w is None:
             schema = pa.Schema.from_pandas(t, preserve_index=False)
-            w = self.files[name] = pq.ParquetWriter(self.path(name), schema)
+            w = self.files[name] = pq.ParquetWriter(self.partial(name), schema)
         w.write_table(pa.Table.from_pandas(t, schema=w.schema, preserve_index=False))
 
     def close(self) -> list[str]:
-        """Close every file (an empty table is written empty); the paths written."""
+        """Close every file (an empty table is written empty), rename each into place;
+        the paths written."""
         for name, t in self.empty.items():
             if name not in self.files:
-                t.to_parquet(self.path(name), index=False)
+                t.to_parquet(self.partial(name), index=False)
         for f in self.files.values():
             f.close()
-        return [str(self.path(name)) for name in dict.fromkeys([*self.files, *self.empty])]
+        names = list(dict.fromkeys([*self.files, *self.empty]))
+        for name in names:
+            os.replace(self.partial(name), self.path(name))
+        return [str(self.path(name)) for name in names]
+
+    def abort(self) -> None:
+        """Close and remove the partial files (the run failed: the outputs stay as they were)."""
+        for f in self.files.values():
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - a half-written file is removed anyway
+                pass
+        for name in dict.fromkeys([*self.files, *self.empty]):
+            self.partial(name).unlink(missing_ok=True)
 
 
 # --- progress ------------------------------------------------------------------
@@ -358,6 +393,8 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                                        or chunk_datasets < 1):
         raise ValueError(f"--chunk-datasets must be an integer >= 1; got {chunk_datasets!r}.")
     keep = checkpoint_dir is not None
+    if keep:
+        checkpoint.check_path(checkpoint_dir, "--checkpoint")
     run = RunDir(checkpoint_dir if keep else Path(f"{out.with_suffix('')}.checkpoint"))
     if run.manifest is not None and not resume:
         raise ValueError(
@@ -431,15 +468,19 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
             n_chunks += 1
             read = chunk.read
             meter.update(len(chunk.ids), chunk.number not in done, read)
-    finally:
-        outputs = writer.close()
-    if n_chunks == 0:
-        raise ValueError(f"{src} holds no rows with a dataset; expected at least one dataset.")
-    extra = sorted(i for i in done if i >= n_chunks)
-    if extra:
-        raise ValueError(
-            f"checkpoint {run.path} has chunk {extra[0]} but {src} ends after chunk "
-            f"{n_chunks - 1}: the input changed since. Delete the checkpoint to start afresh.")
+        if n_chunks == 0:
+            raise ValueError(f"{src} holds no rows with a dataset; expected at least one "
+                             "dataset.")
+        extra = sorted(i for i in done if i >= n_chunks)
+        if extra:
+            raise ValueError(
+                f"checkpoint {run.path} has chunk {extra[0]} but {src} ends after chunk "
+                f"{n_chunks - 1}: the input changed since. Delete the checkpoint to start "
+                "afresh.")
+    except BaseException:
+        writer.abort()
+        raise
+    outputs = writer.close()
     meter.update(0, False, 1.0, final=True)
     checkpoint.warn_for_run(status, caught, stacklevel=2)
     if not keep:

@@ -27,7 +27,8 @@ KW = dict(n_components=2, n_starts=3, seed=5, backend="cpu", progress=False)
 def assert_same_tables(a, b):
     assert combine.table_names(a) == combine.table_names(b)
     for name in combine.table_names(a):
-        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+        pd.testing.assert_frame_equal(combine.split(a).tables[name],
+                                      combine.split(b).tables[name], check_exact=True)
 
 
 @pytest.fixture
@@ -214,3 +215,25 @@ def test_hidden_markov_tables_come_along(tmp_path, small_chunks):
         assert res.score("h3", seq) == ref.score("h3", seq)
     with pytest.raises(ValueError, match="Pass n_symbols="):
         bulkem.fit(df, checkpoint=tmp_path / "cat", **{**HMM, "emission": "categorical"})
+
+
+def test_every_input_form_is_read_as_bulkem_fit_reads_it(tmp_path, small_chunks):
+    """A TMAP's list of runs is one trace (it was cut into one trace a run, issue 30)."""
+    rng = np.random.default_rng(4)
+    runs = [rng.exponential(1.0, k) for k in (3, 2, 4, 3, 2, 5, 3)]
+    kw = {**KW, "family": "tmap", "orders": (1, 2), "n_starts": 2, "max_iter": 5}
+    del kw["n_components"]
+    ref = api.fit(runs, **kw)
+    assert len(ref.summary) == 1
+    res = bulkem.fit(runs, checkpoint=tmp_path / "one", **kw)
+    assert_same_tables(ref, res)
+    traces = {"a": runs[:3], "b": runs[3:]}  # many traces: a dict (or a list of lists)
+    assert_same_tables(api.fit(traces, **kw), bulkem.fit(traces, checkpoint=tmp_path / "two",
+                                                         **kw))
+
+
+@pytest.mark.parametrize("bad", [3, b"run", "", ["run"]])
+def test_checkpoint_must_be_a_path(tmp_path, bad):
+    with pytest.raises(TypeError, match=r"checkpoint must name a run directory \(a str or "
+                                        r"pathlib.Path.*got checkpoint = "):
+        bulkem.fit(demo(2, 50, 1), checkpoint=bad, **KW)

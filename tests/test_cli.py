@@ -234,3 +234,32 @@ def test_cpu_fits_never_import_numba_cuda():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch, streamed):
+    src = _long_csv(tmp_path / "long.csv")
+
+    def oom(*args, **kwargs):
+        np.empty(2**40)  # 8 TiB: numpy's _ArrayMemoryError, a MemoryError
+
+    monkeypatch.setattr(cli, "fit", oom)
+    monkeypatch.setattr(bulkem.stream.api, "fit", oom)
+    argv = ["fit", str(src), "--out", str(tmp_path / "f.csv"), "--backend", "cpu", "--quiet"]
+    assert main(argv + (["--chunk-datasets", "1"] if streamed else [])) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bulkem: error: out of memory (Unable to allocate")
+    assert "--chunk-datasets N" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("f*")) and not list(tmp_path.glob(".f*"))
+
+
+def test_family_options_of_another_family_or_missing_are_refused(tmp_path, capsys, no_fit):
+    src = _long_csv(tmp_path / "long.csv")
+    argv = ["fit", str(src), "--out", str(tmp_path / "f.csv"), "--quiet"]
+    assert main([*argv, "--family", "ar"]) == 2
+    assert "--family ar needs --order P" in capsys.readouterr().err
+    assert main([*argv, "--order", "2"]) == 2
+    assert ("--order is an option of --family ar, not of --family invgauss"
+            in capsys.readouterr().err)
+    assert main([*argv, "--family", "hmm", "--orders", "1", "2", "--chunk-datasets", "1"]) == 2
+    assert "--orders is an option of --family tmap" in capsys.readouterr().err

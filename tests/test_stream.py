@@ -202,3 +202,25 @@ def test_reading_parquet_in_chunks_holds_one_chunk(tmp_path):
         held.append(pa.total_allocated_bytes())
     assert len(held) == 40
     assert max(held) < path.stat().st_size / 4, (max(held), path.stat().st_size)
+
+
+@pytest.mark.parametrize("family", ["hmm", "ar"])
+def test_streamed_family_options_are_the_in_memory_ones(tmp_path, capsys, family):
+    """--emission, --symbols (hmm) and --order (ar) reach the streamed fits (they were
+    dropped: a categorical HMM was fitted with Gaussian emissions; --order did not exist)."""
+    from test_checkpoint_families import OPTIONS, family_frame
+
+    src = tmp_path / "in.csv"
+    family_frame(family, 5, 3).to_csv(src, index=False)
+    common = ["fit", str(src), "--family", family, *OPTIONS[family][1], "--starts", "2",
+              "--max-iter", "5", "--seed", "3", "--backend", "cpu", "--quiet"]
+    whole, streamed = tmp_path / "whole.csv", tmp_path / "streamed.csv"
+    with _quiet():
+        assert main([*common, "--out", str(whole)]) == 0
+        assert main([*common, "--out", str(streamed), "--chunk-datasets", "2"]) == 0
+    capsys.readouterr()
+    written = sorted(p.name for p in tmp_path.glob("whole.*"))
+    assert len(written) >= 4
+    for name in written:
+        assert (tmp_path / name).read_text() == (tmp_path / name.replace(
+            "whole", "streamed")).read_text(), name
