@@ -15,6 +15,7 @@ import numpy as np
 
 from . import config, models
 from .data import Packed, Ragged
+from .engines import select
 from .fitting import memory, starts
 from .progress import Progress
 from .result import FitResult
@@ -350,24 +351,7 @@ def fit(
         early.update(result_class.before_fits(model, packed, job, n_starts))
 
     try:
-        from .engines import wide as wide_units
-        from .models.mixture import wide
-
-        many = None  # (a CPU-only fit never imports numba.cuda)
-        if engine == "cuda":
-            from .engines import cuda as eng
-            from .models.hmm import many
-        else:
-            from .engines import cpu as eng
-
-        if len(job.fit_ds) and many and many.use_many_states(job, engine):
-            many.run_fits(job, bar, on_starts)  # many states: a fit at a time, over the GPU
-        elif len(job.fit_ds) and wide.use_large(job, engine):
-            wide.run_fits(job, bar, engine, on_starts)  # one large dataset, over the machine
-        elif len(job.fit_ds) and wide_units.use_wide(job, engine):
-            wide_units.run_fits(job, bar, engine, on_starts)  # few fits of many units
-        elif len(job.fit_ds):
-            eng.run_fits(job, bar, on_starts)
+        select.run(job, engine, bar, on_starts)
     finally:
         bar.close()
     result = result_class.assemble(model, packed, job, n_starts, seed, engine, dtype,
