@@ -24,6 +24,12 @@ neither underflows whatever the length of the unit or the scale of the
 data; the emission densities come shifted by their largest log value
 (``dens``'s ``m``).  Posterior probabilities are normalised per step by
 ``Z = sum_i alpha_t(i) beta_t(i)``.
+
+An M-step leaves a transition row as it was when no transition out of its
+state is expected (a state occupied only at the sequences' last steps): every
+row then maximises the expected log-likelihood, and the row kept is a
+probability vector (a row of zeros would make later scores -inf and
+posteriors NaN; issue 30, bug 7).
 """
 
 from __future__ import annotations
@@ -259,9 +265,10 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                     den = 0.0
                     for j in range(N):
                         den += stats[PT + i * N + j]
-                inv = 1.0 / den if den > 0.0 else 0.0
-                for j in range(N):
-                    params[PT + i * N + j] = stats[PT + i * N + j] * inv
+                if den > 0.0:  # else no transition out of state i is expected: the row stays
+                    inv = 1.0 / den
+                    for j in range(N):
+                        params[PT + i * N + j] = stats[PT + i * N + j] * inv
         if UP_EMIT:
             return mstep_e(stats, SE, stats, SO, params, PE, N, K, reg)
         return 0
