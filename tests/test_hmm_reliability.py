@@ -8,8 +8,10 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 import bulkem
+from bulkem import config
 
 
 def _fit(data, **kw):
@@ -35,3 +37,30 @@ def test_a_state_left_by_no_transition_keeps_a_valid_row():
     assert np.isfinite(res.decode(0, x)[0])
     seqs, states = res.sample(0, 2, 5, seed=0)
     assert len(seqs) == 2 and all(len(s) == 5 for s in seqs)
+
+
+# --- bug 9: the same bits in the wide regime ---------------------------------------------------
+
+
+def _many_sequences(emission, n, seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 4, n)
+    if emission == "poisson":
+        return [rng.poisson(rng.choice([1.0, 6.0]), k).astype(float) for k in lengths]
+    return [rng.normal(rng.choice([-1.0, 2.0]), 1.0, k) for k in lengths]
+
+
+@pytest.mark.parametrize("emission", ["gaussian", "poisson"])
+def test_wide_regime_gives_the_bulk_bits(emission, monkeypatch):
+    # more units than WIDE_CPU_CHUNK_UNITS (several chunks) and a ragged last chunk
+    big = _many_sequences(emission, 2 * config.WIDE_CPU_CHUNK_UNITS + 77, 5)
+    small = _many_sequences(emission, 5, 6)
+    kw = dict(emission=emission, n_starts=1, max_iter=6, tol=0.0, seed=2)
+    # no argument chooses the regime: the config's override does (read at run time)
+    monkeypatch.setattr(config, "WIDE_REGIME", True)
+    wide = _fit([big], **kw)
+    monkeypatch.setattr(config, "WIDE_REGIME", False)
+    bulk = _fit([big, small], **kw)
+    assert wide.summary.loglik[0] == bulk.summary.loglik[0]
+    for key, v in wide.params(0).items():
+        assert np.array_equal(v, bulk.params(0)[key]), key
