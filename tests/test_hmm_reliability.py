@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from reference_hmm import forward_backward
 
 import bulkem
 from bulkem import config
@@ -37,6 +38,32 @@ def test_a_state_left_by_no_transition_keeps_a_valid_row():
     assert np.isfinite(res.decode(0, x)[0])
     seqs, states = res.sample(0, 2, 5, seed=0)
     assert len(seqs) == 2 and all(len(s) == 5 for s in seqs)
+
+
+# --- bug 8: Poisson counts far above the rates ---------------------------------------------------
+
+POIS_KW = dict(emission="poisson", n_starts=4, max_iter=100, tol=1e-10, seed=3)
+
+
+def test_poisson_huge_counts_have_an_exact_loglik():
+    x = np.array([1e15, 0.0, 2.0])
+    res = _fit([[x]], **POIS_KW)
+    assert res.summary.status[0] == "converged"
+    p = res.params(0)
+    ref = forward_backward(x, "poisson", p)[0]
+    assert -21.0 < ref < -20.8
+    assert np.isclose(res.summary.loglik[0], ref, rtol=1e-10, atol=0)
+    assert np.isclose(res.score(0, x), ref, rtol=1e-10, atol=0)
+
+
+def test_poisson_counts_beyond_the_limit_are_invalid_data():
+    good = [np.array([3.0, 0.0, 2.0, 5.0, 1.0])]
+    alone = _fit([good], **POIS_KW)
+    res = _fit([good, [np.array([1e300, 0.0, 2.0])], [np.array([2.0**53 + 2, 1.0])]],
+               **POIS_KW)
+    assert list(res.summary.status) == [alone.summary.status[0], "invalid_data", "invalid_data"]
+    assert "2**53" in res.summary.message[1]
+    assert res.summary.loglik[0] == alone.summary.loglik[0]
 
 
 # --- bug 9: the same bits in the wide regime ---------------------------------------------------

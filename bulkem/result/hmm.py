@@ -60,9 +60,9 @@ class HMMResult(FitResult):
     def _const(self, seqs: list[np.ndarray]) -> np.ndarray:
         if self._model.emission.name != "poisson":
             return np.zeros(len(seqs))
-        from scipy.special import gammaln
+        from ..models.hmm.emissions import poisson_const
 
-        return np.array([-gammaln(s + 1.0).sum() for s in seqs])
+        return np.array([poisson_const(s.reshape(-1)).sum() for s in seqs])
 
     def score(self, dataset: Any, sequences: Any) -> float:
         """Log-likelihood of sequences under a dataset's fitted model (their sum).

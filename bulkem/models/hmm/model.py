@@ -14,7 +14,7 @@ from ...fitting import starts
 from ..base import Pieces, Sizes
 from . import draws
 from .chain import ChainLayout, make_chain
-from .emissions import Emission
+from .emissions import MAX_COUNT, Emission, poisson_const
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,11 @@ class HMMModel:
                 if wrong.any():
                     problems.append(f"sequence {k}: {int(wrong.sum())} of {n} values are not "
                                     f"counts (non-negative integers; first: {u[wrong][0]:g})")
+                elif (u > MAX_COUNT).any():
+                    big = u[u > MAX_COUNT]
+                    problems.append(f"sequence {k}: {len(big)} of {n} counts are above 2**53 = "
+                                    f"{MAX_COUNT:.0f} (first: {big[0]:g}), beyond the integers "
+                                    "that float64 holds exactly; scale the counts down")
         if not units:
             problems.append("no sequences")
         elif whole and n_obs < self.n_states:
@@ -159,15 +164,14 @@ class HMMModel:
         """The kernels' batch tuple ``(x, units)``, item (sequence) offsets, constants.
 
         The constant of a dataset is the part of its log-likelihood that no
-        parameter changes: ``-sum log(x!)`` for Poisson emissions, else 0.
+        parameter changes: for Poisson emissions the sum of
+        :func:`~.emissions.poisson_const` (``-log(x!)`` but for huge counts), else 0.
         """
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
-        if self.emission.name == "poisson":
-            from scipy.special import gammaln
-
-            const = -np.add.reduceat(gammaln(data.values + 1.0),
-                                     data.value_offsets[:-1]) if len(data.values) else const
+        if self.emission.name == "poisson" and len(data.values):
+            const = np.add.reduceat(poisson_const(data.values.reshape(-1)),
+                                    data.value_offsets[:-1])
         return (x, data.units), data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
