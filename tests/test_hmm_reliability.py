@@ -22,6 +22,42 @@ def _fit(data, **kw):
                                    "progress": False, **kw})
 
 
+# --- bug 6: a categorical HMM's inferred alphabet ---------------------------------------------
+
+CAT_A = [np.array([0, 1, 2, 1, 0, 0, 2, 1, 1, 0]), np.array([1, 1, 0, 2, 2, 0])]
+CAT_KW = dict(emission="categorical", n_starts=3, max_iter=20, seed=11)
+
+
+def test_categorical_fit_does_not_depend_on_the_other_datasets_symbols():
+    alone = _fit([CAT_A], **CAT_KW)
+    both = _fit([CAT_A, [np.array([7.0, 0.0, 1.0, 7.0])]], **CAT_KW)
+    assert set(both.summary.status) <= {"converged", "max_iter"}
+    assert both.summary.loglik[0] == alone.summary.loglik[0]
+    pa, pb = alone.params(0), both.params(0)
+    assert np.array_equal(pa["transmat"], pb["transmat"])
+    assert np.array_equal(pa["emissionprob"], pb["emissionprob"][:, :3])
+    assert np.all(pb["emissionprob"][:, 3:] == 0.0)  # symbols beyond the dataset's own
+    # the dataset's own alphabet counts its free parameters, whatever the batch
+    assert both.summary.bic[0] == alone.summary.bic[0]
+
+
+def test_categorical_bad_symbols_are_invalid_data_and_change_nothing():
+    alone = _fit([CAT_A], **CAT_KW)
+    bad = [[np.array([1e300, 0.0])], [np.array([-1.0, 0.0])], [np.array([0.5, 1.0])],
+           [np.array([2.0**40, 1.0])]]
+    res = _fit([CAT_A, *bad], **CAT_KW)
+    s = res.summary
+    assert list(s.status) == [alone.summary.status[0]] + ["invalid_data"] * 4
+    assert all(m for m in s.message[1:])
+    assert "1e+300" in s.message[1] and str(bulkem.models.hmm.MAX_SYMBOLS) in s.message[1]
+    assert s.loglik[0] == alone.summary.loglik[0]
+
+
+def test_too_many_symbols_raises_at_once():
+    with pytest.raises(ValueError, match=f"at most {bulkem.models.hmm.MAX_SYMBOLS}"):
+        _fit([CAT_A], n_symbols=10**9, **CAT_KW)
+
+
 # --- bug 7: a state with no expected transitions out of it ------------------------------------
 
 

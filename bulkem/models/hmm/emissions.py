@@ -66,6 +66,9 @@ class Emission:
 
 
 # --- categorical: symbols 0 .. V-1 -----------------------------------------------------------
+# The largest alphabet (n_symbols): the kernels keep N x V emission probabilities per fit, and
+# their statistics, in every lane.
+MAX_SYMBOLS = 4096
 
 
 def _cat_prep(params, po, N, K, work, wo):

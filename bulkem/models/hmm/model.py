@@ -14,7 +14,7 @@ from ...fitting import starts
 from ..base import Pieces, Sizes
 from . import draws
 from .chain import ChainLayout, make_chain
-from .emissions import MAX_COUNT, Emission, poisson_const
+from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,18 @@ class HMMModel:
     update : str
         Which parameters the M-step updates: ``s`` startprob, ``t`` transmat,
         ``e`` the emission's (hmmlearn's ``params``, emission letters merged).
+    own_alphabet : bool
+        Categorical, ``n_symbols`` not given: each dataset's alphabet is its
+        own symbols ``0 .. max`` (hmmlearn's ``X.max() + 1``), not the batch's
+        ``K``: its starts weigh no larger symbol and its free parameters count
+        its own (so its fit is the same whatever the batch).
     """
 
     emission: Emission
     n_states: int
     K: int = 1
     update: str = "ste"
+    own_alphabet: bool = False
 
     name = "hmm"
     component_label = "state"
@@ -74,7 +80,11 @@ class HMMModel:
     @property
     def n_free(self) -> int:
         """Free parameters of what the M-step updates, for AIC and BIC."""
-        N, K = self.n_states, self.K
+        return self.n_free_of(self.K)
+
+    def n_free_of(self, K: int) -> int:
+        """:attr:`n_free` with an alphabet (categorical) of ``K`` symbols."""
+        N = self.n_states
         k = 0
         if "s" in self.update:
             k += N - 1
@@ -137,8 +147,11 @@ class HMMModel:
             if self.emission.name == "categorical":
                 wrong = (u < 0) | (u >= self.K) | (u != np.round(u))
                 if wrong.any():
+                    first = u[wrong][0]
+                    hint = (f"; at most {MAX_SYMBOLS} symbols are supported"
+                            if first >= MAX_SYMBOLS else "")
                     problems.append(f"sequence {k}: {int(wrong.sum())} of {n} values are not "
-                                    f"symbols 0..{self.K - 1} (first: {u[wrong][0]:g})")
+                                    f"symbols 0..{self.K - 1} (first: {first:g}){hint}")
             elif self.emission.name == "poisson":
                 wrong = (u < 0) | (u != np.round(u))
                 if wrong.any():

@@ -102,7 +102,8 @@ class TMAPModel(HMMModel):
     def of(cls, orders: tuple[int, ...], drop_bad_runs: bool = False) -> TMAPModel:
         """The model of these branch orders."""
         orders = tuple(int(r) for r in orders)
-        return cls(erlang(orders), len(orders), 1, "ste", orders, bool(drop_bad_runs))
+        return cls(erlang(orders), len(orders), 1, "ste", orders=orders,
+                   drop_bad_runs=bool(drop_bad_runs))
 
     @property
     def key(self) -> tuple:
