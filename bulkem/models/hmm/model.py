@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ... import config
 from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
@@ -62,8 +63,9 @@ class HMMModel:
 
     @property
     def key(self) -> tuple:
+        # the chain's block of units (config.WIDE_CPU_CHUNK_UNITS) is compiled into its E-step
         return (self.name, self.emission.name, self.n_states, self.K, self.update,
-                self.terminating)
+                self.terminating, config.WIDE_CPU_CHUNK_UNITS)
 
     @property
     def n_components(self) -> int:

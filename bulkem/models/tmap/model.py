@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ... import config
 from ...data import Packed, Ragged
 from ...data.units import UnitArrays
 from ...fitting import starts
@@ -107,7 +108,8 @@ class TMAPModel(HMMModel):
 
     @property
     def key(self) -> tuple:
-        return (self.name, self.orders)
+        # the chain's block of units (config.WIDE_CPU_CHUNK_UNITS) is compiled into its E-step
+        return (self.name, self.orders, config.WIDE_CPU_CHUNK_UNITS)
 
     @property
     def n_free(self) -> int:
