@@ -127,3 +127,19 @@ def test_wide_regime_gives_the_bulk_bits(emission, monkeypatch):
     assert wide.summary.loglik[0] == bulk.summary.loglik[0]
     for key, v in wide.params(0).items():
         assert np.array_equal(v, bulk.params(0)[key]), key
+
+
+def test_tmap_wide_regime_gives_the_bulk_bits(monkeypatch):
+    rng = np.random.default_rng(8)
+    n = 2 * config.WIDE_CPU_CHUNK_UNITS + 77
+    big = [rng.gamma(rng.choice([0.5, 2.0]), 1.0, k) + 1e-3 for k in rng.integers(1, 4, n)]
+    small = [rng.gamma(1.0, 1.0, k) + 1e-3 for k in (2, 3, 1)]
+    kw = dict(family="tmap", orders=(1, 2, 3), n_starts=1, max_iter=6, tol=0.0, seed=2,
+              backend="cpu", progress=False)
+    monkeypatch.setattr(config, "WIDE_REGIME", True)  # (as above)
+    wide = bulkem.fit([big], **kw)
+    monkeypatch.setattr(config, "WIDE_REGIME", False)
+    bulk = bulkem.fit([big, small], **kw)
+    assert wide.summary.loglik[0] == bulk.summary.loglik[0]
+    for key, v in wide.params(0).items():
+        assert np.array_equal(v, bulk.params(0)[key]), key
