@@ -24,7 +24,39 @@ def log_emission(x, emission, params):
         x = x.reshape(len(x), -1)
         m, v = params["means"], params["vars"]
         return stats.norm.logpdf(x[:, None, :], m[None], np.sqrt(v)[None]).sum(axis=2)
-    return stats.poisson.logpmf(x[:, None], params["lambdas"][None])
+    return poisson_logpmf(x[:, None], params["lambdas"][None])
+
+
+def poisson_logpmf(x, lam):
+    """log Poisson(x; lam), accurate for huge counts too (Loader's saddle-point form).
+
+    scipy's ``x log(lam) - lam - lgamma(x + 1)`` cancels to nothing for counts of
+    1e15 (terms of 3e16); here ``-0.5 log(2 pi x) - stirlerr(x) - bd0(x, lam)``,
+    the deviance ``bd0 = x log(x / lam) + lam - x`` summed as a series where x ~ lam.
+    """
+    x, lam = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(lam, dtype=float))
+    out = stats.poisson.logpmf(x, lam)
+    for k in zip(*np.nonzero(x > 1e4), strict=True):
+        out[k] = _loader_logpmf(float(x[k]), float(lam[k]))
+    return out
+
+
+def _loader_logpmf(x, lam):
+    # stirlerr(x) = lgamma(x + 1) - (x + 1/2) log x + x - log(2 pi)/2, by its series (x > 1e4)
+    stirlerr = 1 / (12 * x) - 1 / (360 * x**3) + 1 / (1260 * x**5)
+    if abs(x - lam) < 0.1 * (x + lam):
+        v = (x - lam) / (x + lam)
+        bd0 = (x - lam) * v
+        ej = 2 * x * v
+        for j in range(1, 1000):
+            ej *= v * v
+            nxt = bd0 + ej / (2 * j + 1)
+            if nxt == bd0:
+                break
+            bd0 = nxt
+    else:
+        bd0 = x * np.log(x / lam) + lam - x
+    return -0.5 * np.log(2 * np.pi * x) - stirlerr - bd0
 
 
 def forward_backward(x, emission, params, terminating=False):

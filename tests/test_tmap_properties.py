@@ -4,10 +4,15 @@ Random small TMAPs and traces: one EM iteration of the CPU engine equals the
 oracle's, leaves a valid TMAP (alpha a distribution, Pi sub-stochastic,
 rates positive), never lowers the likelihood, and the likelihood is the
 matrix form's.  Orders are drawn from a few tuples so that the examples
-share their compiled kernels.
+share their compiled kernels.  Batches with bad traces among good ones (NaN,
+values not positive, too short, empty runs, huge values): each bad trace is
+``invalid_data`` with a message and changes no other trace's fit.
 """
 
 from __future__ import annotations
+
+import os
+import warnings
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -73,3 +78,86 @@ def test_one_iteration_is_the_oracles_and_a_valid_tmap(problem):
         assert np.allclose(p[key], ref[key], rtol=1e-8, atol=1e-13)
     want = sum(matrix_loglik(x, p, orders) for x in runs[:3])
     assert abs(res.score(0, runs[:3]) / want - 1) < 1e-8
+
+
+# --- batches with bad traces (issue 30) -----------------------------------------------------------
+# One order set, so that the examples share their kernels.
+
+EXAMPLES = int(os.environ.get("BULKEM_HYPOTHESIS_EXAMPLES", "12"))
+STATUSES = {"converged", "max_iter", "failed", "invalid_data"}
+BAD = {  # kind -> a bad trace; every one is invalid_data but "huge" (positive finite values)
+    "nan": [np.array([1.0, np.nan, 2.0]), np.array([0.5, 1.5, 3.0])],
+    "zero": [np.array([1.0, 0.0, 2.0]), np.array([0.5, 1.5])],
+    "negative": [np.array([-1.0, 2.0, 3.0, 4.0])],
+    "infinite": [np.array([1.0, np.inf, 2.0, 3.0])],
+    "short": [np.array([1.0, 2.0])],
+    "empty": [np.array([1.0, 2.0, 0.5]), np.array([])],
+    "huge": [np.array([1e300, 1.0, 2.0]), np.array([1e-300, 3.0])],
+}
+KW = dict(family="tmap", orders=ORDER_SETS[0], n_starts=3, max_iter=15, seed=4, backend="cpu",
+          progress=False)
+
+
+@st.composite
+def bad_batches(draw):
+    def trace(seed):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(2, 7))
+        return [rng.gamma(rng.choice([0.5, 1.0, 3.0]), 1.0, int(k)) + 1e-3
+                for k in rng.integers(1, 5, n)]
+
+    good = [trace(s) for s in draw(st.lists(st.integers(0, 2**31 - 1), min_size=1,
+                                            max_size=3))]
+    kinds = draw(st.lists(st.sampled_from(sorted(BAD)), min_size=1, max_size=3))
+    batch, where = list(good), []
+    for kind in kinds:
+        pos = draw(st.integers(0, len(batch)))
+        batch.insert(pos, [u.copy() for u in BAD[kind]])
+        where = [w + (w >= pos) for w in where] + [pos]
+    return batch, dict(zip(where, kinds, strict=True))
+
+
+def _fit_quiet(data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bulkem.fit(data, **KW)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(bad_batches())
+def test_bad_traces_are_invalid_and_change_nothing(problem):
+    data, kind_at = problem
+    res = _fit_quiet(data)
+    s = res.summary
+    assert list(s.trace) == list(range(len(data)))
+    assert set(s.status) <= STATUSES
+    for pos, kind in kind_at.items():
+        if kind != "huge":
+            assert s.status[pos] == "invalid_data" and s.message[pos], (kind, s.message[pos])
+    for d in s.trace:
+        row = s.iloc[d]
+        if row.status in ("converged", "max_iter"):
+            starts = res.starts
+            best = starts[(starts.trace == d) & (starts.start == row.best_start)]
+            assert list(best.status) == [row.status]  # a failed start is never the best
+            assert np.isfinite(row.loglik)
+            p = res.params(d)
+            assert np.isclose(p["alpha"].sum(), 1.0) and (p["alpha"] >= 0).all()
+            assert (p["pi"] >= 0).all() and (p["pi"].sum(axis=1) <= 1 + 1e-9).all()
+            assert np.all(np.isfinite(p["rates"])) and (p["rates"] > 0).all()
+            assert np.isclose(res.score(d, data[d]), row.loglik, rtol=1e-9, atol=1e-9)
+            runs = res.sample(d, 3, seed=1)
+            assert len(runs) == 3 and all(np.all(u > 0) for u in runs)
+            assert all(np.isfinite(v).all() for v in res.moments(d).values())
+        elif row.status == "failed":
+            assert row.best_start == -1 and row.message
+        else:
+            assert row.message
+    # the batch without its bad traces: the same fits, to the bit
+    keep = [d for d in range(len(data)) if d not in kind_at]
+    clean = _fit_quiet([data[d] for d in keep])
+    for pos, d in enumerate(keep):
+        a, b = s.iloc[d], clean.summary.iloc[pos]
+        assert a.status == b.status
+        assert (np.isnan(a.loglik) and np.isnan(b.loglik)) or a.loglik == b.loglik

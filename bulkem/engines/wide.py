@@ -14,9 +14,13 @@ over units are taken in another order.
 
 CPU (:func:`_cpu_runner`): each iteration is a ``prange`` over fixed chunks
 of ``config.WIDE_CPU_CHUNK_UNITS`` units, each chunk running the model's
-``estep`` into its own partial statistics, summed in chunk order; then
-``complete``, the stopping rule, ``mstep`` and ``prepare``.  The chunking is
-a constant, so results do not depend on the thread count.
+``estep`` into its own partial statistics, summed in chunk order (the
+log-likelihood too, then plus the parameters' and the dataset's constant
+terms, as the bulk driver adds them); then ``complete``, the stopping rule,
+``mstep`` and ``prepare``.  The chunking is a constant, so results do not
+depend on the thread count; a model whose ``estep`` sums its units in blocks
+of that many (the hidden chains, :mod:`bulkem.models.hmm.chain`) gets the same
+bits here as from the bulk engine.
 
 GPU: :mod:`bulkem.engines.cuda.wide`.
 """
@@ -148,9 +152,10 @@ def _cpu_runner(model, dtype):
                     s += part[c, k]
                 stats[k] = s
             complete_f(stats, tot)
-            ll = base + const
+            ll = 0.0
             for c in range(n_chunks):
                 ll += llp[c]
+            ll = ll + base + const  # the bulk driver's order (bulkem.fitting.driver): same bits
             status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
             if status >= 0:
                 return status, it, ll

@@ -23,6 +23,26 @@ class HMMResult(FitResult):
     hmmlearn's 0-based states).
     """
 
+    @classmethod
+    def assemble(cls, model, packed, job, n_starts, *args, **kwargs) -> HMMResult:
+        """:meth:`FitResult.assemble`; with an inferred alphabet (categorical,
+        ``n_symbols`` not given), AIC and BIC count each dataset's own symbols
+        ``0 .. max`` (as hmmlearn's ``n_features``), not the batch's."""
+        res = super().assemble(model, packed, job, n_starts, *args, **kwargs)
+        if getattr(model, "own_alphabet", False) and len(packed.valid):
+            x, off = packed.data.values.reshape(-1), packed.data.value_offsets
+            top = np.maximum.reduceat(x, off[:-1]).astype(np.int64)
+            k = np.array([model.n_free_of(int(t) + 1) for t in top], dtype=np.float64)
+            s = res.summary
+            rows = np.asarray(packed.valid)
+            ll = s["loglik"].to_numpy()[rows]
+            n = s["n_obs"].to_numpy()[rows].clip(1)
+            aic, bic = s["aic"].to_numpy().copy(), s["bic"].to_numpy().copy()
+            aic[rows] = -2 * ll + 2 * k
+            bic[rows] = -2 * ll + k * np.log(n)
+            s["aic"], s["bic"] = aic, bic
+        return res
+
     @property
     def transitions(self) -> pd.DataFrame:
         """One row per (dataset, from_state, to_state): the fitted transition probability."""
@@ -60,9 +80,9 @@ class HMMResult(FitResult):
     def _const(self, seqs: list[np.ndarray]) -> np.ndarray:
         if self._model.emission.name != "poisson":
             return np.zeros(len(seqs))
-        from scipy.special import gammaln
+        from ..models.hmm.emissions import poisson_const
 
-        return np.array([-gammaln(s + 1.0).sum() for s in seqs])
+        return np.array([poisson_const(s.reshape(-1)).sum() for s in seqs])
 
     def score(self, dataset: Any, sequences: Any) -> float:
         """Log-likelihood of sequences under a dataset's fitted model (their sum).

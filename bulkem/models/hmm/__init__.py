@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...data.units import read_units
-from .emissions import EMISSIONS, Emission
+from .emissions import EMISSIONS, MAX_SYMBOLS, Emission
 from .model import HMMModel
 
 OPTIONS = ("emission", "n_symbols", "params", "sequence_col")
@@ -48,20 +48,46 @@ class HMMFamily:
         if name not in EMISSIONS:
             raise ValueError(f"unknown emission {name!r}; expected one of {sorted(EMISSIONS)}.")
         em: Emission = EMISSIONS[name]
+        own = False
         if name == "gaussian":
             K = next((u.shape[1] for _, units in pairs for u in units if len(u)), 1)
         elif name == "categorical":
             K = options.get("n_symbols")
-            if K is None:  # the largest symbol + 1, over the datasets that are all symbols
-                tops = [max(u.max() for u in units) for _, units in pairs
-                        if units and all(len(u) and np.all(np.isfinite(u)) and np.all(u >= 0)
-                                         and np.all(u == np.round(u)) for u in units)]
-                K = int(max(tops)) + 1 if tops else 1
+            if K is None:
+                K, own = _inferred_symbols(pairs), True
             elif isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
                 raise ValueError(f"n_symbols must be an integer >= 1; got n_symbols = {K!r}.")
+            elif K > MAX_SYMBOLS:
+                raise ValueError(f"n_symbols = {K} is too large: bulkem fits categorical "
+                                 f"emissions of at most {MAX_SYMBOLS} symbols (0 .. "
+                                 f"{MAX_SYMBOLS - 1}); recode the symbols to fewer values.")
         else:
             K = 1
-        return HMMModel(em, n_components, int(K), _update(options.get("params", "ste"), em))
+        return HMMModel(em, n_components, int(K), _update(options.get("params", "ste"), em),
+                        own_alphabet=own)
+
+
+def _inferred_symbols(pairs: list) -> int:
+    """``n_symbols`` when not given: the largest symbol + 1 of the batch's valid datasets.
+
+    As hmmlearn's ``CategoricalHMM`` (``n_features = X.max() + 1``), each
+    dataset's alphabet is its own symbols ``0 .. max``: its starts give no
+    weight to a larger symbol, so its emission probabilities of the symbols
+    beyond its own stay 0 and its fit, log-likelihood, AIC and BIC are the
+    same whatever the other datasets of the batch
+    (:attr:`HMMModel.own_alphabet`).  The batch's kernels are built for the
+    largest alphabet; a dataset with a value that is not a symbol ``0 ..
+    MAX_SYMBOLS - 1`` is left out here and reported as invalid.
+    """
+    top = 0
+    for _, units in pairs:
+        if not units or not all(len(u) for u in units):
+            continue
+        u = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in units])
+        if (np.all(np.isfinite(u)) and np.all(u >= 0) and np.all(u == np.round(u))
+                and u.max() < MAX_SYMBOLS):
+            top = max(top, int(u.max()))
+    return top + 1
 
 
 def _update(params: Any, em: Emission) -> str:
@@ -82,4 +108,4 @@ def _update(params: Any, em: Emission) -> str:
 
 HMM = HMMFamily()
 
-__all__ = ["HMM", "HMMFamily", "HMMModel", "EMISSIONS"]
+__all__ = ["HMM", "HMMFamily", "HMMModel", "EMISSIONS", "MAX_SYMBOLS"]

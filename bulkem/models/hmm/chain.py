@@ -12,7 +12,9 @@ coefficients and statistics per state):
 
 * params: ``startprob (N), transmat (N x N, row = from), emission (N x E)``;
 * work (compute dtype): ``startprob (N), transmat (N x N), exit (N), emission (N x C)``;
-* stats (float64): ``start (N), transitions (N x N), occupancy (N), emission (N x S)``;
+* stats (float64): two blocks of ``start (N), transitions (N x N), occupancy (N),
+  emission (N x S)``: the first (``P`` values, before ``first_stat``) sums a block of units,
+  the second (``stats[P:]``) the fit's totals;
 * scratch (compute dtype): four vectors of ``N``;
 * buf (float64): the unit's forward vectors, ``N`` per observation.
 
@@ -24,6 +26,20 @@ neither underflows whatever the length of the unit or the scale of the
 data; the emission densities come shifted by their largest log value
 (``dens``'s ``m``).  Posterior probabilities are normalised per step by
 ``Z = sum_i alpha_t(i) beta_t(i)``.
+
+Sums over units are taken in fixed blocks of ``config.WIDE_CPU_CHUNK_UNITS``
+units from the dataset's first (a lane's, on the GPU): each block's
+statistics and log-likelihood are summed from zero, and the blocks' sums are
+added to the totals in block order.  The wide regime's CPU engine
+(:mod:`bulkem.engines.wide`) gives each thread whole blocks of that many units
+and adds their sums in the same order, so a dataset's fit has the same bits on
+the CPU whatever its batch, regime or thread count (issue 30, bug 9).
+
+An M-step leaves a transition row as it was when no transition out of its
+state is expected (a state occupied only at the sequences' last steps): every
+row then maximises the expected log-likelihood, and the row kept is a
+probability vector (a row of zeros would make later scores -inf and
+posteriors NaN; issue 30, bug 7).
 """
 
 from __future__ import annotations
@@ -80,8 +96,13 @@ class ChainLayout(NamedTuple):
         return self.s_occ + self.N
 
     @property
-    def n_stats(self) -> int:
+    def s_part(self) -> int:
+        """Statistics of one block (``P``): the totals follow at ``stats[P:]``."""
         return self.s_emit + self.N * self.S
+
+    @property
+    def n_stats(self) -> int:
+        return 2 * self.s_part
 
     def sizes(self) -> Sizes:
         return Sizes(params=self.n_params, stats=self.n_stats, totals=0, coef=0,
@@ -111,6 +132,8 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     PT, PE = layout.p_trans, layout.p_emit
     WX, WE = layout.w_exit, layout.w_emit
     SO, SE = layout.s_occ, layout.s_emit
+    P = layout.s_part  # a block's statistics at stats[:P], the totals at stats[P:]
+    BLOCK = config.WIDE_CPU_CHUNK_UNITS  # units per block: the wide engine's chunk
     TERM = terminating
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
@@ -235,11 +258,21 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         b = scratch[2 * N:3 * N]
         nb = scratch[3 * N:4 * N]
         ll = 0.0
+        part = 0.0
+        n = 0
         u = lo
         while u < hi:
             a0 = units[u]
-            ll += unit_f(x, a0, units[u + 1] - a0, work, stats, a, e, b, nb, buf)
+            part += unit_f(x, a0, units[u + 1] - a0, work, stats, a, e, b, nb, buf)
             u += step
+            n += 1
+            if n == BLOCK or u >= hi:  # the block's sums into the totals, in block order
+                for k in range(P):
+                    stats[P + k] += stats[k]
+                    stats[k] = 0.0
+                ll += part
+                part = 0.0
+                n = 0
         return ll
 
     def complete(stats, tot):
@@ -247,23 +280,24 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
 
     def mstep(stats, params, n, reg):
         for i in range(N):
-            if not stats[SO + i] >= MIN_MASS:
+            if not stats[P + SO + i] >= MIN_MASS:
                 return COLLAPSE
         if UP_START:
             for i in range(N):
-                params[i] = stats[i] / n
+                params[i] = stats[P + i] / n
         if UP_TRANS:
             for i in range(N):
-                den = stats[SO + i]
+                den = stats[P + SO + i]
                 if not TERM:
                     den = 0.0
                     for j in range(N):
-                        den += stats[PT + i * N + j]
-                inv = 1.0 / den if den > 0.0 else 0.0
-                for j in range(N):
-                    params[PT + i * N + j] = stats[PT + i * N + j] * inv
+                        den += stats[P + PT + i * N + j]
+                if den > 0.0:  # else no transition out of state i is expected: the row stays
+                    inv = 1.0 / den
+                    for j in range(N):
+                        params[PT + i * N + j] = stats[P + PT + i * N + j] * inv
         if UP_EMIT:
-            return mstep_e(stats, SE, stats, SO, params, PE, N, K, reg)
+            return mstep_e(stats, P + SE, stats, P + SO, params, PE, N, K, reg)
         return 0
 
-    return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete), jit(mstep), 0)
+    return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete), jit(mstep), P)

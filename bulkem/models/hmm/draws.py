@@ -5,7 +5,9 @@
 * the emission of each state from a random subset of the dataset's
   observations, as the mixtures draw their components (counters from 0):
   categorical: the subset's symbol frequencies with one pseudo-count per
-  symbol (``V`` observations per state); Gaussian: the mean and variance of
+  symbol of the dataset's alphabet (``V`` observations per state; with an
+  inferred ``n_symbols``, the dataset's own symbols ``0 .. max``, the larger
+  ones 0); Gaussian: the mean and variance of
   3 observations (the mixtures' ``subset_init``), or k-means++ centres
   (``init_method="kmeans++"``, the mixtures' ``centre_init``); Poisson: the
   mean of 3 observations plus one half.
@@ -46,24 +48,27 @@ def _chain(N, seed, key, start, out):
 
 
 @njit(parallel=True, cache=True)
-def _draw_categorical(values, offsets, fit_ds, fit_start, keys, seed, N, V, out):
+def _draw_categorical(values, offsets, fit_ds, fit_start, keys, seed, N, V, own, out):
     PE = N + N * N
     for f in prange(len(fit_ds)):
         d = fit_ds[f]
         x = values[offsets[d]:offsets[d + 1]]
         key, start = keys[d], fit_start[f]
         _chain(N, seed, key, start, out[f])
-        k = min(V, len(x))
+        W = V  # the dataset's alphabet: the batch's, or (own) its own symbols 0 .. max
+        if own:
+            W = int(x.max()) + 1
+        k = min(W, len(x))
         idx = np.empty((N, k), dtype=np.int64)
         counter = 0
         for i in range(N):
             counter = draw_distinct(len(x), k, seed, key, start, counter, idx, i)
             for v in range(V):
-                out[f, PE + i * V + v] = 1.0
+                out[f, PE + i * V + v] = 1.0 if v < W else 0.0
             for j in range(k):
                 out[f, PE + i * V + int(x[idx[i, j]])] += 1.0
-            for v in range(V):
-                out[f, PE + i * V + v] /= k + V
+            for v in range(W):
+                out[f, PE + i * V + v] /= k + W
 
 
 @njit(parallel=True, cache=True)
@@ -119,7 +124,7 @@ def draw(model, data, keys, seed, method, fit_ds, fit_start, out) -> None:
     name = model.emission.name
     if name == "categorical":
         _draw_categorical(data.values, offsets, fit_ds, fit_start, keys, sk, model.n_states,
-                          model.K, out)
+                          model.K, model.own_alphabet, out)
     elif name == "gaussian":
         x = data.values.reshape(len(data.values), -1)
         _draw_gaussian(x, offsets, fit_ds, fit_start, keys, sk, model.n_states,

@@ -31,6 +31,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ... import config
 
 
@@ -64,6 +66,9 @@ class Emission:
 
 
 # --- categorical: symbols 0 .. V-1 -----------------------------------------------------------
+# The largest alphabet (n_symbols): the kernels keep N x V emission probabilities per fit, and
+# their statistics, in every lane.
+MAX_SYMBOLS = 4096
 
 
 def _cat_prep(params, po, N, K, work, wo):
@@ -166,8 +171,42 @@ GAUSSIAN = Emission("gaussian", lambda K: 2 * K, lambda K: 2 * K + 1, lambda K: 
 
 
 # --- Poisson counts ----------------------------------------------------------------------------
-# log b_i(x) = x log(lam_i) - lam_i - log(x!); the last term is the same for every state and is
-# added once per dataset (the model's constant), so dens leaves it out.
+# log b_i(x) = x log(lam_i) - lam_i - log(x!).  Up to POISSON_EXACT_COUNT, dens gives
+# x log(lam_i) - lam_i and the dataset's constant (the model's, summed on the host) takes
+# -log(x!): the terms cancel to within a few ulps of x log x, below 1e-10 relative of the
+# log-likelihood.  Beyond, the two would cancel to nothing (a count of 1e15: terms of 3e16,
+# a log-likelihood of -21), so the density is taken in the saddle-point form
+# log b_i(x) = [x log(lam_i / x) + x - lam_i] - [log(x!) - x log x + x], whose first part
+# dens gives (about -(x - lam_i)^2 / (2 x), computed without cancellation) and whose second,
+# 0.5 log(2 pi x) + 1 / (12 x) - ..., the constant takes (poisson_const).  Counts above
+# MAX_COUNT (2**53) are not integers that float64 can hold apart: such a dataset is invalid.
+POISSON_EXACT_COUNT = 65536.0
+MAX_COUNT = 2.0**53
+
+
+def poisson_const(x: np.ndarray) -> np.ndarray:
+    """The per-observation terms that no Poisson rate changes (see above), float64.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_obs,)
+        Counts, at most ``MAX_COUNT``.
+
+    Returns
+    -------
+    ndarray of shape (n_obs,)
+        ``-log(x!)`` for ``x <= POISSON_EXACT_COUNT``, else ``-(log(x!) - x log x + x)``
+        (Stirling's series, exact to rounding there).
+    """
+    from scipy.special import gammaln
+
+    x = np.asarray(x, dtype=np.float64)
+    big = x > POISSON_EXACT_COUNT
+    out = -gammaln(x + 1.0)
+    if big.any():
+        y = x[big]
+        out[big] = -(0.5 * np.log(2.0 * np.pi * y) + 1.0 / (12.0 * y) - 1.0 / (360.0 * y**3))
+    return out
 
 
 def _pois_prep(params, po, N, K, work, wo):
@@ -182,8 +221,13 @@ def _pois_prep(params, po, N, K, work, wo):
 
 def _pois_dens(work, wo, N, K, x, xi, e):
     v = x[xi]
-    for i in range(N):
-        e[i] = v * work[wo + 2 * i] - work[wo + 2 * i + 1]
+    if v > POISSON_EXACT_COUNT:  # the saddle-point form (see above)
+        for i in range(N):
+            lam = work[wo + 2 * i + 1]
+            e[i] = v * math.log(lam / v) + (v - lam)
+    else:
+        for i in range(N):
+            e[i] = v * work[wo + 2 * i] - work[wo + 2 * i + 1]
     top = e[0]
     for i in range(1, N):
         top = max(top, e[i])

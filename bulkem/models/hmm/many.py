@@ -321,11 +321,12 @@ def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter,
                 c = xi_sum[i * N + j] * A[i * N + j]
                 xi_sum[i * N + j] = c
                 row += c
-            inv = 1.0 / row if row > 0.0 else 0.0
-            for j in range(N):
-                a = xi_sum[i * N + j] * inv
-                A[i * N + j] = a
-                AT[j * N + i] = a
+            if row > 0.0:  # else no transition out of state i is expected: the row stays
+                inv = 1.0 / row  # (as the bulk kernels' chain M-step, bulkem.models.hmm.chain)
+                for j in range(N):
+                    a = xi_sum[i * N + j] * inv
+                    A[i * N + j] = a
+                    AT[j * N + i] = a
         if update[2]:
             for v in range(V):
                 B[i * V + v] = g_sum[i * (2 + V) + 2 + v] / occ

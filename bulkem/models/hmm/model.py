@@ -8,13 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ... import config
 from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
 from ..base import Pieces, Sizes
 from . import draws
 from .chain import ChainLayout, make_chain
-from .emissions import Emission
+from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,18 @@ class HMMModel:
     update : str
         Which parameters the M-step updates: ``s`` startprob, ``t`` transmat,
         ``e`` the emission's (hmmlearn's ``params``, emission letters merged).
+    own_alphabet : bool
+        Categorical, ``n_symbols`` not given: each dataset's alphabet is its
+        own symbols ``0 .. max`` (hmmlearn's ``X.max() + 1``), not the batch's
+        ``K``: its starts weigh no larger symbol and its free parameters count
+        its own (so its fit is the same whatever the batch).
     """
 
     emission: Emission
     n_states: int
     K: int = 1
     update: str = "ste"
+    own_alphabet: bool = False
 
     name = "hmm"
     component_label = "state"
@@ -56,8 +63,9 @@ class HMMModel:
 
     @property
     def key(self) -> tuple:
+        # the chain's block of units (config.WIDE_CPU_CHUNK_UNITS) is compiled into its E-step
         return (self.name, self.emission.name, self.n_states, self.K, self.update,
-                self.terminating)
+                self.terminating, config.WIDE_CPU_CHUNK_UNITS)
 
     @property
     def n_components(self) -> int:
@@ -74,7 +82,11 @@ class HMMModel:
     @property
     def n_free(self) -> int:
         """Free parameters of what the M-step updates, for AIC and BIC."""
-        N, K = self.n_states, self.K
+        return self.n_free_of(self.K)
+
+    def n_free_of(self, K: int) -> int:
+        """:attr:`n_free` with an alphabet (categorical) of ``K`` symbols."""
+        N = self.n_states
         k = 0
         if "s" in self.update:
             k += N - 1
@@ -137,13 +149,21 @@ class HMMModel:
             if self.emission.name == "categorical":
                 wrong = (u < 0) | (u >= self.K) | (u != np.round(u))
                 if wrong.any():
+                    first = u[wrong][0]
+                    hint = (f"; at most {MAX_SYMBOLS} symbols are supported"
+                            if first >= MAX_SYMBOLS else "")
                     problems.append(f"sequence {k}: {int(wrong.sum())} of {n} values are not "
-                                    f"symbols 0..{self.K - 1} (first: {u[wrong][0]:g})")
+                                    f"symbols 0..{self.K - 1} (first: {first:g}){hint}")
             elif self.emission.name == "poisson":
                 wrong = (u < 0) | (u != np.round(u))
                 if wrong.any():
                     problems.append(f"sequence {k}: {int(wrong.sum())} of {n} values are not "
                                     f"counts (non-negative integers; first: {u[wrong][0]:g})")
+                elif (u > MAX_COUNT).any():
+                    big = u[u > MAX_COUNT]
+                    problems.append(f"sequence {k}: {len(big)} of {n} counts are above 2**53 = "
+                                    f"{MAX_COUNT:.0f} (first: {big[0]:g}), beyond the integers "
+                                    "that float64 holds exactly; scale the counts down")
         if not units:
             problems.append("no sequences")
         elif whole and n_obs < self.n_states:
@@ -159,15 +179,14 @@ class HMMModel:
         """The kernels' batch tuple ``(x, units)``, item (sequence) offsets, constants.
 
         The constant of a dataset is the part of its log-likelihood that no
-        parameter changes: ``-sum log(x!)`` for Poisson emissions, else 0.
+        parameter changes: for Poisson emissions the sum of
+        :func:`~.emissions.poisson_const` (``-log(x!)`` but for huge counts), else 0.
         """
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
-        if self.emission.name == "poisson":
-            from scipy.special import gammaln
-
-            const = -np.add.reduceat(gammaln(data.values + 1.0),
-                                     data.value_offsets[:-1]) if len(data.values) else const
+        if self.emission.name == "poisson" and len(data.values):
+            const = np.add.reduceat(poisson_const(data.values.reshape(-1)),
+                                    data.value_offsets[:-1])
         return (x, data.units), data.groups, const
 
     # --- starts ---------------------------------------------------------------------------

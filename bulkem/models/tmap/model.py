@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ... import config
 from ...data import Packed, Ragged
 from ...data.units import UnitArrays
 from ...fitting import starts
@@ -102,11 +103,13 @@ class TMAPModel(HMMModel):
     def of(cls, orders: tuple[int, ...], drop_bad_runs: bool = False) -> TMAPModel:
         """The model of these branch orders."""
         orders = tuple(int(r) for r in orders)
-        return cls(erlang(orders), len(orders), 1, "ste", orders, bool(drop_bad_runs))
+        return cls(erlang(orders), len(orders), 1, "ste", orders=orders,
+                   drop_bad_runs=bool(drop_bad_runs))
 
     @property
     def key(self) -> tuple:
-        return (self.name, self.orders)
+        # the chain's block of units (config.WIDE_CPU_CHUNK_UNITS) is compiled into its E-step
+        return (self.name, self.orders, config.WIDE_CPU_CHUNK_UNITS)
 
     @property
     def n_free(self) -> int:
