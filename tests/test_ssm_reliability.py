@@ -123,3 +123,25 @@ def test_the_fit_is_the_same_at_the_ends_of_the_scale_range(family, seed):
         a, b = res.params(0), base.params(0)
         for key, v in b.items():
             assert np.allclose(np.asarray(a[key]) / c ** power[key], v, rtol=1e-7), key
+
+
+# --- bug 10 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", ["ar", "local_level"])
+def test_score_takes_any_finite_series(family, seed):
+    """Issue 30, bug 10: scoring a length-1 / constant series raised 'no variance to fit'."""
+    res = _fit(_good(family, seed), family, seed)
+    new = [np.array([0.35]), np.array([-1.27, 0.44, -1.02]), np.full(4, 2.0),
+           np.array([np.nan, 0.3])]
+    got = res.score(0, new)
+    ref = bulkem.kalman_loglik(new, res.state_space(0), backend="cpu")
+    assert (ref.status == "ok").all()
+    assert np.isfinite(got) and got == pytest.approx(ref.loglik.sum(), rel=1e-12)
+    assert res.score(0, np.array([0.35])) == pytest.approx(ref.loglik[0], rel=1e-12)
+    assert len(res.smooth(0, np.array([0.35]))) == 1
+    with pytest.raises(ValueError, match="1 of 2 values are infinite"):
+        res.score(0, [np.array([0.1, np.inf])])
+    with pytest.raises(ValueError, match="series 1 cannot be scored: all 2 time steps"):
+        res.score(0, [np.array([0.1]), np.array([np.nan, np.nan])])
+    with pytest.raises(ValueError, match="0 steps"):
+        res.score(0, [np.array([])])
