@@ -145,3 +145,33 @@ def test_score_takes_any_finite_series(family, seed):
         res.score(0, [np.array([0.1]), np.array([np.nan, np.nan])])
     with pytest.raises(ValueError, match="0 steps"):
         res.score(0, [np.array([])])
+
+
+# --- bug 11 ------------------------------------------------------------------------------------
+
+def test_kalman_loglik_never_reports_ok_with_a_non_finite_loglik(seed):
+    """Issue 30, bug 11: finite data at 1e200 scale gave status ok and loglik -inf."""
+    model = bulkem.StateSpace.ar([0.5, -0.2], sigma2=1.0, obs_var=0.5)
+    y = model.simulate(20, rng=seed)[:, 0]
+    for method in ("exact", "scan"):
+        out = bulkem.kalman_loglik([y, 1e200 * y, y], model, method=method, backend="cpu")
+        assert out.status.tolist() == ["ok", "failed", "ok"]
+        assert np.isnan(out.loglik[1]) and "-inf" in out.message[1]
+        assert "Rescale" in out.message[1]
+        assert out.loglik[0] == out.loglik[2] and np.isfinite(out.loglik[0])
+    # the same data with the model rescaled with it: finite, and the documented shift
+    c = 1e-150
+    scaled = bulkem.StateSpace.ar([0.5, -0.2], sigma2=1.0 / c**2, obs_var=0.5 / c**2)
+    out = bulkem.kalman_loglik([y / c], scaled, backend="cpu")
+    ref = bulkem.kalman_loglik([y], model, backend="cpu")
+    assert out.status[0] == "ok"
+    assert out.loglik[0] == pytest.approx(ref.loglik[0] + len(y) * np.log(c), rel=1e-10)
+
+
+def test_kalman_loglik_float32_values_beyond_its_range_are_invalid(seed):
+    model = bulkem.StateSpace.random_walk(1, 1.0, 0.5)
+    y = np.array([0.1, 1e39, 0.2])
+    out = bulkem.kalman_loglik([y, np.array([0.1, 0.2])], model, dtype="float32",
+                               backend="cpu")
+    assert out.status.tolist() == ["invalid_data", "ok"]
+    assert "float32's range" in out.message[0]
