@@ -18,6 +18,7 @@ import pytest
 from ssm_em_reference import simulate_ar, simulate_level
 
 import bulkem
+from bulkem.models.ssm import family as ssm_family
 from bulkem.models.ssm import model as ssm_model
 
 
@@ -175,3 +176,18 @@ def test_kalman_loglik_float32_values_beyond_its_range_are_invalid(seed):
                                backend="cpu")
     assert out.status.tolist() == ["invalid_data", "ok"]
     assert "float32's range" in out.message[0]
+
+
+# --- arguments ---------------------------------------------------------------------------------
+
+def test_bad_arguments_name_the_argument(seed):
+    with pytest.raises(TypeError, match="phi holds non-numeric values"):
+        bulkem.StateSpace.ar(["a"], 1.0)
+    with pytest.raises(ValueError, match=r"phi has shape \(1, 1\)"):
+        bulkem.StateSpace.ar([[0.5]], 1.0)
+    with pytest.raises(ValueError, match="phi has 1 NaN or infinite"):
+        bulkem.StateSpace.ar([np.nan], 1.0)
+    y = [np.arange(5.0)]
+    for big in (ssm_family.MAX_ORDER + 1, 10**9, 2**62, 10**30):
+        with pytest.raises(ValueError, match=f"limit of {ssm_family.MAX_ORDER}"):
+            bulkem.fit(y, family="ar", order=big, backend="cpu")
