@@ -66,6 +66,23 @@ def test_every_start_failing_gives_failed_and_empty_components(family, seed, mon
     assert s.best_start[0] == -1 and np.isnan(s.loglik[0])
 
 
+@pytest.mark.cuda
+def test_no_usable_fit_on_cuda_too(seed, monkeypatch):
+    """Bug 3 on the CUDA engine (the simulator here): an invalid batch, then a failed one."""
+    from bulkem import config
+
+    monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        res = bulkem.fit([np.array([1.0])], family="ar", order=2, backend="cuda")
+        assert res.summary.status.tolist() == ["invalid_data"] and len(res.components) == 0
+        monkeypatch.setattr(ssm_model, "SCALE_MAX", np.inf)
+        res = bulkem.fit([np.array([1.72, 1e-300, 1e300])], family="local_level", n_starts=2,
+                         max_iter=3, seed=seed, backend="cuda")
+    assert res.backend == "cuda" and res.summary.status.tolist() == ["failed"]
+    assert len(res.components) == 0
+
+
 def test_a_chunk_without_a_usable_fit_does_not_stop_a_checkpointed_run(tmp_path, seed,
                                                                         monkeypatch):
     """Bug 3 with ``checkpoint=``: the chunk of one bad dataset aborted the run (and resumes)."""
@@ -167,6 +184,23 @@ def test_kalman_loglik_never_reports_ok_with_a_non_finite_loglik(seed):
     ref = bulkem.kalman_loglik([y], model, backend="cpu")
     assert out.status[0] == "ok"
     assert out.loglik[0] == pytest.approx(ref.loglik[0] + len(y) * np.log(c), rel=1e-10)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method", ["exact", "scan"])
+def test_kalman_loglik_non_finite_is_failed_on_cuda_too(method, seed, monkeypatch):
+    """Bug 11 on the CUDA engine (the simulator here): the same statuses as the CPU's."""
+    from bulkem import config
+
+    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 4)
+    model = bulkem.StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.3)
+    y = model.simulate(6, rng=seed)[:, 0]
+    ys = [y, 1e200 * y, y[:4]]
+    out = bulkem.kalman_loglik(ys, model, method=method, backend="cuda")
+    cpu = bulkem.kalman_loglik(ys, model, method=method, backend="cpu")
+    assert out.status.tolist() == cpu.status.tolist() == ["ok", "failed", "ok"]
+    assert out.message[1] == cpu.message[1]
+    assert np.allclose(out.loglik[[0, 2]], cpu.loglik[[0, 2]], rtol=1e-10, atol=0)
 
 
 def test_kalman_loglik_float32_values_beyond_its_range_are_invalid(seed):
