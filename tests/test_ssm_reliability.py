@@ -225,3 +225,9 @@ def test_bad_arguments_name_the_argument(seed):
     for big in (ssm_family.MAX_ORDER + 1, 10**9, 2**62, 10**30):
         with pytest.raises(ValueError, match=f"limit of {ssm_family.MAX_ORDER}"):
             bulkem.fit(y, family="ar", order=big, backend="cpu")
+    y = [np.random.default_rng(seed).normal(size=20)]
+    init = {"phi": [0.2, 0.1], "state_var": 1.0, "obs_var": 1.0}
+    with pytest.raises(TypeError, match=r"init\['phi'\] holds non-numeric values"):
+        bulkem.fit(y, family="ar", order=2, init={**init, "phi": ["a", 0.1]}, backend="cpu")
+    with pytest.raises(ValueError, match=r"init\['state_var'\] must be finite; got \[nan\]"):
+        bulkem.fit(y, family="ar", order=2, init={**init, "state_var": np.nan}, backend="cpu")

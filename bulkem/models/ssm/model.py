@@ -223,10 +223,17 @@ class SSMModel:
         from ..mixture.model import _init_blocks
 
         shapes = self.init_shapes()
+        for key, v in init.items():
+            if key in shapes:
+                try:
+                    np.asarray(v, dtype=np.float64)
+                except (TypeError, ValueError) as err:
+                    raise TypeError(f"init[{key!r}] holds non-numeric values ({err}); expected "
+                                    f"numbers, shape {shapes[key]} per start.") from None
         blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
         for key, b in blocks.items():
             if not np.all(np.isfinite(b)):
-                raise ValueError(f"init[{key!r}] must be finite.")
+                raise ValueError(f"init[{key!r}] must be finite; got {b.tolist()}.")
         for key in ("state_var", "obs_var"):
             if np.any(blocks[key] <= 0):
                 raise ValueError(f"init[{key!r}] must be positive: a variance; got "
