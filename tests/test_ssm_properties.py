@@ -61,9 +61,11 @@ def make_dataset(family, spec):
         series[k] = np.full(len(y), np.nan)
     elif kind == "short":  # fewer steps than the state (AR(2)); no step (local level)
         series[k] = y[:1] if family == "ar" else y[:0]
-    elif kind == "constant":  # (the AR family fits a constant other than 0: near a unit root)
-        c = 0.0 if family == "ar" else float(rng.normal())
-        series = [np.where(np.isnan(s), np.nan, c) for s in series]
+    elif kind == "constant":  # (AR: each series its own constant, 0 or not)
+        c = [0.0 if rng.random() < 0.3 else float(rng.normal())] * len(series)
+        if family == "ar":
+            c = [c[0], *rng.normal(size=len(series) - 1)]
+        series = [np.where(np.isnan(s), np.nan, v) for s, v in zip(series, c, strict=True)]
     elif kind == "huge":
         y[0] = 1e300 * rng.choice([-1.0, 1.0])
     elif kind == "tiny":

@@ -105,7 +105,7 @@ def test_values_out_of_range_are_invalid_data_and_leave_the_rest_alone(family, s
         "huge": [np.array([1.72, 1e-300, 1e300, 0.5])],
         "tiny": [np.array([1e-300, -2e-300, 3e-301, 0.0])],
         "short": [np.array([0.5])] if family == "ar" else [np.array([])],
-        "const": [np.full(6, 0.0 if family == "ar" else 2.5)],  # (AR: a constant 2.5 fits)
+        "const": [np.full(6, 2.5), np.full(3, -1.0 if family == "ar" else 2.5)],
         "nan": [np.full(5, np.nan)],
         "inf": [np.array([0.1, np.inf, 0.3])],
     }
@@ -116,6 +116,8 @@ def test_values_out_of_range_are_invalid_data_and_leave_the_rest_alone(family, s
     assert (s.message[list(bad)].str.len() > 0).all()
     assert "would overflow" in s.message["huge"] and "1e+300" in s.message["huge"]
     assert "would underflow" in s.message["tiny"]
+    assert ("every series is constant" if family == "ar" else "every observed value is 2.5"
+            ) in s.message["const"]
     assert s.status["g"] == alone.summary.status[0]
     assert np.array_equal(res.components.value, alone.components.value)
 

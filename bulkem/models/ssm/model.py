@@ -177,6 +177,11 @@ class SSMModel:
             obs = np.concatenate(seen)
             if self.family == AR and not np.any(obs != 0.0):
                 problems.append("every observed value is 0: no variance to fit")
+            elif self.family == AR and all(not np.any(o != o[0]) for o in seen):
+                problems.append(
+                    f"every series is constant (series 0 at {seen[0][0]:g}): an AR process "
+                    "with a unit root and no noise fits it exactly, so the likelihood has no "
+                    "maximum (the variances go to 0)")
             elif self.family == LOCAL_LEVEL and not np.any(obs != obs[0]):
                 problems.append(f"every observed value is {obs[0]:g}: no variance to fit")
             else:
