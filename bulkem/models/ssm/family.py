@@ -28,6 +28,14 @@ class SSMFamily:
     DataFrame with columns ``dataset_col``, ``series_col`` (default
     "series"; without it, one series per dataset) and the value column, rows
     in time order within a series.
+
+    A dataset gets status ``invalid_data`` (and a message saying why) when a
+    series is shorter than the order, has infinite values or no observed
+    step, when it has no variance to fit (every value 0, or for the AR
+    family every series constant; for the local level every value equal),
+    or when its values are out of the fits' range: a largest ``|y|`` above
+    ``model.SCALE_MAX`` (1e100) or a scale (AR: largest ``|y|``; local level:
+    ``max - min``) below ``model.SCALE_MIN`` (1e-100); rescale such data.
     """
 
     def __init__(self, name: str) -> None:
