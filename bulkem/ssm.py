@@ -155,7 +155,8 @@ def _check_args(method, window, dtype, report_error, splash_var):
     if report_error and method != "splash":
         raise ValueError(f"report_error=True reports the error of method='splash'; got "
                          f"method={method!r}, which is exact.")
-    if splash_var is not None and (not isinstance(splash_var, numbers.Real)
+    if splash_var is not None and (isinstance(splash_var, bool)
+                                   or not isinstance(splash_var, numbers.Real)
                                    or not np.isfinite(splash_var) or splash_var <= 0):
         raise ValueError(f"splash_var must be a finite number > 0; got {splash_var!r}.")
 

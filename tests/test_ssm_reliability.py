@@ -233,3 +233,6 @@ def test_bad_arguments_name_the_argument(seed):
         bulkem.fit(y, family="ar", order=2, init={**init, "phi": ["a", 0.1]}, backend="cpu")
     with pytest.raises(ValueError, match=r"init\['state_var'\] must be finite; got \[nan\]"):
         bulkem.fit(y, family="ar", order=2, init={**init, "state_var": np.nan}, backend="cpu")
+    model = bulkem.StateSpace.random_walk(1, 1.0, 0.5)
+    with pytest.raises(ValueError, match="splash_var must be a finite number > 0; got True"):
+        bulkem.kalman_loglik([np.ones(3)], model, method="splash", window=2, splash_var=True)
