@@ -100,6 +100,18 @@ def pack_series(pairs: list[tuple[Any, np.ndarray]], models: list[StateSpace], o
             messages.append(f"all {n} time steps are missing (NaN)")
         else:
             messages.append(None)
+    if np.dtype(dtype) != np.float64:  # finite values that the compute dtype cannot hold
+        lim = float(np.finfo(dtype).max)
+        with np.errstate(invalid="ignore"):
+            over = np.abs(values).max(axis=1) > lim
+        if over.any():
+            counts = np.bincount(np.repeat(np.arange(len(pairs)), lengths)[over],
+                                 minlength=len(pairs))
+            for i in np.flatnonzero(counts):
+                if messages[i] is None:
+                    messages[i] = (f"{counts[i]} of {lengths[i]} time steps hold values beyond "
+                                   f"{np.dtype(dtype).name}'s range (|y| > {lim:.3g}); use "
+                                   "dtype='float64', or rescale the series and the model")
     valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
     if len(valid) < len(pairs):
         keep = np.repeat(np.isin(np.arange(len(pairs)), valid), lengths)
@@ -111,6 +123,18 @@ def pack_series(pairs: list[tuple[Any, np.ndarray]], models: list[StateSpace], o
     md = stack(models).astype(dtype)
     batch = SeriesBatch(y, sub, model_idx, md, n_missing[valid] > 0)
     return batch, messages, lengths - n_missing
+
+
+def _not_finite(loglik: float, y: np.ndarray, dtype: str) -> str:
+    """Why a series' log-likelihood came out -inf, +inf or NaN, and what to do."""
+    big = float(np.nanmax(np.abs(y)))
+    head = ("the filter's arithmetic overflowed (the log-likelihood is NaN)" if np.isnan(loglik)
+            else f"the log-likelihood is {loglik}: beyond the range of {dtype} numbers")
+    hint = ", or use dtype='float64'" if dtype != "float64" else ""
+    return (f"{head}; the series (largest |y| = {big:.3g}) lies far outside the model's scale "
+            "(its squared innovations overflow). Rescale the series and the model together "
+            "(y / c with m0 / c and every covariance / c^2: the log-likelihood is then that "
+            f"of y plus n_obs * dim_obs * log(c)){hint}.")
 
 
 def _check_args(method, window, dtype, report_error, splash_var):
@@ -131,7 +155,8 @@ def _check_args(method, window, dtype, report_error, splash_var):
     if report_error and method != "splash":
         raise ValueError(f"report_error=True reports the error of method='splash'; got "
                          f"method={method!r}, which is exact.")
-    if splash_var is not None and (not isinstance(splash_var, numbers.Real)
+    if splash_var is not None and (isinstance(splash_var, bool)
+                                   or not isinstance(splash_var, numbers.Real)
                                    or not np.isfinite(splash_var) or splash_var <= 0):
         raise ValueError(f"splash_var must be a finite number > 0; got {splash_var!r}.")
 
@@ -197,7 +222,10 @@ def kalman_loglik(
         One row per series, in input order: ``series``, ``loglik``, ``n_obs``
         (observed time steps), ``status`` (``ok``, ``invalid_data``: never
         evaluated, or ``failed``: an innovation covariance ``H P H^T + R``
-        was not positive definite), ``message`` (why, for the last two);
+        was not positive definite, or the log-likelihood is not a finite
+        number: data far outside the model's scale, whose log-likelihood
+        is below the range of float numbers, give ``failed`` and say so,
+        never ``ok`` with ``-inf``), ``message`` (why, for the last two);
         with ``report_error=True`` also ``exact_loglik`` and ``error =
         loglik - exact_loglik``.
 
@@ -254,9 +282,15 @@ def kalman_loglik(
                       "known exactly?")
             if method != "exact":
                 msg[i] += " method='exact' may still evaluate it."
+        for j in np.flatnonzero((out.fail < 0) & ~np.isfinite(out.loglik)):
+            i = valid[j]
+            status[i] = "failed"
+            msg[i] = _not_finite(out.loglik[j], pairs[i][1], dtype)
+            ll[i] = np.nan
         if report_error:
             ref = engine.exact(batch)
-            exact_ll[valid] = np.where(ref.fail >= 0, np.nan, ref.loglik)
+            exact_ll[valid] = np.where((ref.fail >= 0) | ~np.isfinite(ref.loglik), np.nan,
+                                       ref.loglik)
     ids = [k for k, _ in pairs]
     cols = {"series": ids, "loglik": ll, "n_obs": n_obs, "status": status, "message": msg}
     if report_error:

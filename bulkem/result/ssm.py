@@ -88,13 +88,26 @@ class SSMResult(FitResult):
         return self._new(series)
 
     def _new(self, series: Any) -> np.ndarray:
-        y = np.asarray(series, dtype=np.float64)
+        """New observations of one series, checked for what the filter needs.
+
+        Any 1-D series of finite values or NaN (missing) with at least one
+        step: scoring and smoothing under a fitted model need no variance of
+        the data, nor as many steps as the state has values.
+        """
+        try:
+            y = np.asarray(series, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"series holds non-numeric values ({err}); expected a 1-D array of "
+                            "numbers (NaN for a missing step).") from None
         if y.ndim != 1:
             raise ValueError(f"series has shape {y.shape}; expected a 1-D array, or the "
                              "position of one of the dataset's series.")
-        problem = self._model.check([y])
-        if problem:
-            raise ValueError(f"series: {problem.split(': ', 1)[-1]}")
+        if not len(y):
+            raise ValueError("series has 0 steps; expected at least 1.")
+        inf = int(np.count_nonzero(np.isinf(y)))
+        if inf:
+            raise ValueError(f"series: {inf} of {len(y)} values are infinite; expected finite "
+                             "numbers, or NaN for a missing step.")
         return y
 
     def smooth(self, dataset: Any, series: Any = 0) -> pd.DataFrame:
@@ -138,11 +151,29 @@ class SSMResult(FitResult):
         dataset : identifier
             As in ``summary["dataset"]``.
         series : array-like or list of array-like
-            One series (1-D, NaN for a missing step) or a list of series.
+            One series (1-D, NaN for a missing step) or a list of series; any
+            length from one step, constant or not.
+
+        Returns
+        -------
+        float
+            The sum of the series' log marginal likelihoods
+            (:func:`bulkem.kalman_loglik` under :meth:`state_space`).
+
+        Raises
+        ------
+        ValueError
+            For a series with infinite values, no step or no observed step,
+            or whose log-likelihood is not a finite number (the message says
+            which series and why).
         """
         from ..ssm import kalman_loglik
 
         many = isinstance(series, (list, tuple)) and len(series) and not np.isscalar(series[0])
         ys = [self._new(s) for s in series] if many else [self._new(series)]
         out = kalman_loglik(ys, self.state_space(dataset), backend="cpu")
+        bad = np.flatnonzero(out["status"].to_numpy() != "ok")
+        if len(bad):
+            k = int(bad[0])
+            raise ValueError(f"series {k} cannot be scored: {out['message'].iloc[k]}")
         return float(out["loglik"].sum())

@@ -12,6 +12,11 @@ from .em import AR, LOCAL_LEVEL
 from .model import SSMModel
 
 WORDS = Words("dataset", "series", "series_col")
+# The largest AR order fit() takes.  Each fit's lane holds about 28 P^2
+# float64 numbers (the model's matrices, the M-step's and the filter's
+# scratch), in local memory on the GPU, which the device reserves for every
+# resident thread: about 230 KB at P = 32.
+MAX_ORDER = 32
 
 
 class SSMFamily:
@@ -23,6 +28,14 @@ class SSMFamily:
     DataFrame with columns ``dataset_col``, ``series_col`` (default
     "series"; without it, one series per dataset) and the value column, rows
     in time order within a series.
+
+    A dataset gets status ``invalid_data`` (and a message saying why) when a
+    series is shorter than the order, has infinite values or no observed
+    step, when it has no variance to fit (every value 0, or for the AR
+    family every series constant; for the local level every value equal),
+    or when its values are out of the fits' range: a largest ``|y|`` above
+    ``model.SCALE_MAX`` (1e100) or a scale (AR: largest ``|y|``; local level:
+    ``max - min``) below ``model.SCALE_MIN`` (1e-100); rescale such data.
     """
 
     def __init__(self, name: str) -> None:
@@ -60,6 +73,11 @@ def _order(options: dict) -> int:
                         "(bulkem.fit(series, family='ar', order=3)).")
     if isinstance(p, bool) or not isinstance(p, numbers.Integral) or p < 1:
         raise ValueError(f"order must be an integer >= 1; got order = {p!r}.")
+    if p > MAX_ORDER:
+        raise ValueError(f"order = {p!r} is above the limit of {MAX_ORDER}: the kernels are "
+                         "compiled for each order, every fit keeps about 28 order^2 numbers "
+                         "per lane (GPU local memory) and order + order^2 per time step. "
+                         f"Pass an order from 1 to {MAX_ORDER}.")
     return int(p)
 
 

@@ -38,6 +38,32 @@ def ar_radius(phi: np.ndarray) -> np.ndarray:
     return out
 
 
+# The range of the data's scale that a fit takes: the E-step sums squares of
+# the values over every step, and the AR M-step solves with the inverse of
+# such sums; with the scale within 1e-100 .. 1e100 both stay far inside
+# float64's range (about 1e-308 .. 1e308).  The AR family's scale is the
+# largest |y|, the local level's the spread max(y) - min(y) (the level
+# itself is free) and its largest |y| at most SCALE_MAX.
+SCALE_MIN = 1e-100
+SCALE_MAX = 1e100
+
+
+def _scale_problems(obs: np.ndarray, family: str) -> list[str]:
+    """Why the observed values ``obs`` (finite, not all equal) are out of the fits' range."""
+    big = float(np.max(np.abs(obs)))
+    if big > SCALE_MAX:
+        return [f"observed values reach {big:.3g} in magnitude; expected at most "
+                f"{SCALE_MAX:g}: the fit's variances (squares of the values) would overflow. "
+                "Divide the series by a constant (the fitted variances scale by its square)"]
+    scale = big if family == AR else float(np.max(obs) - np.min(obs))
+    if scale < SCALE_MIN:
+        what = "largest |value|" if family == AR else "spread (max - min)"
+        return [f"the observed values' {what} is {scale:.3g}; expected at least "
+                f"{SCALE_MIN:g}: the fit's variances (squares of the values) would underflow. "
+                "Multiply the series by a constant (the fitted variances scale by its square)"]
+    return []
+
+
 @dataclass(frozen=True)
 class SSMModel:
     """An AR(p)-plus-noise (``family="ar"``) or local-level model fitted by EM.
@@ -151,8 +177,15 @@ class SSMModel:
             obs = np.concatenate(seen)
             if self.family == AR and not np.any(obs != 0.0):
                 problems.append("every observed value is 0: no variance to fit")
+            elif self.family == AR and all(not np.any(o != o[0]) for o in seen):
+                problems.append(
+                    f"every series is constant (series 0 at {seen[0][0]:g}): an AR process "
+                    "with a unit root and no noise fits it exactly, so the likelihood has no "
+                    "maximum (the variances go to 0)")
             elif self.family == LOCAL_LEVEL and not np.any(obs != obs[0]):
                 problems.append(f"every observed value is {obs[0]:g}: no variance to fit")
+            else:
+                problems.extend(_scale_problems(obs, self.family))
         return "; ".join(problems) if problems else None
 
     def pack(self, pairs: list) -> Packed:
@@ -195,10 +228,17 @@ class SSMModel:
         from ..mixture.model import _init_blocks
 
         shapes = self.init_shapes()
+        for key, v in init.items():
+            if key in shapes:
+                try:
+                    np.asarray(v, dtype=np.float64)
+                except (TypeError, ValueError) as err:
+                    raise TypeError(f"init[{key!r}] holds non-numeric values ({err}); expected "
+                                    f"numbers, shape {shapes[key]} per start.") from None
         blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
         for key, b in blocks.items():
             if not np.all(np.isfinite(b)):
-                raise ValueError(f"init[{key!r}] must be finite.")
+                raise ValueError(f"init[{key!r}] must be finite; got {b.tolist()}.")
         for key in ("state_var", "obs_var"):
             if np.any(blocks[key] <= 0):
                 raise ValueError(f"init[{key!r}] must be positive: a variance; got "
@@ -221,7 +261,8 @@ class SSMModel:
 
     def param_columns(self, params: np.ndarray) -> dict:
         """Columns, one row per (fit, parameter): ``parameter`` (its name) and ``value``."""
-        p = np.asarray(params, dtype=np.float64).reshape(len(params), -1)
+        # n_params columns, not -1: a batch with no fit has no rows to infer them from
+        p = np.asarray(params, dtype=np.float64).reshape(len(params), self.n_params)
         names = np.array(self.names, dtype=object)
         return {"parameter": np.tile(names, len(p)), "value": p.reshape(-1)}
 

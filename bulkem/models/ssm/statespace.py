@@ -232,10 +232,17 @@ class StateSpace:
             process), which requires a stationary ``phi``; a non-stationary
             ``phi`` raises and asks for ``P0``.
         """
-        phi = np.atleast_1d(np.array(phi, dtype=np.float64))
-        if phi.ndim != 1 or len(phi) == 0 or not np.all(np.isfinite(phi)):
-            raise ValueError(f"phi must be a non-empty 1-D array of finite AR coefficients; got "
-                             f"shape {phi.shape}.")
+        try:
+            phi = np.atleast_1d(np.array(phi, dtype=np.float64))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"phi holds non-numeric values ({err}); expected a non-empty 1-D "
+                            "array of AR coefficients (numbers).") from None
+        if phi.ndim != 1 or len(phi) == 0:
+            raise ValueError(f"phi has shape {phi.shape}; expected a non-empty 1-D array of AR "
+                             "coefficients, shape (p,).")
+        if not np.all(np.isfinite(phi)):
+            raise ValueError(f"phi has {int(np.sum(~np.isfinite(phi)))} NaN or infinite entries "
+                             f"(phi = {phi.tolist()}); expected finite AR coefficients.")
         sigma2 = _positive("sigma2", sigma2, allow_zero=False)
         obs_var = _positive("obs_var", obs_var, allow_zero=True)
         p = len(phi)
