@@ -190,3 +190,26 @@ def test_bad_datasets_are_invalid_and_change_nothing(em):
             assert (np.isnan(a.bic) and np.isnan(b.bic)) or a.bic == b.bic
 
     run()
+
+
+@pytest.mark.cuda
+def test_cuda_engine_fits_as_the_cpu_engine():
+    """The CUDA engine (numba's simulator in CI: tiny batches) draws the CPU's starts and
+    reaches its fits: the same statuses, log-likelihoods within 1e-9 (relative) where a
+    start stopped at the same iteration on both."""
+    @hypothesis.settings(max_examples=max(2, EXAMPLES // 4), deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.lists(st.lists(sequence, min_size=1, max_size=2), min_size=1,
+                               max_size=2))
+    def check(data):
+        kw = {**KW, "n_starts": 2, "max_iter": 6}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cpu = bulkem.fit(data, **kw)
+            gpu = bulkem.fit(data, **{**kw, "backend": "cuda"})
+        assert list(cpu.summary.status) == list(gpu.summary.status)
+        a, b = cpu.starts, gpu.starts
+        same = (a.status == b.status) & (a.n_iter == b.n_iter) & (a.status != "degenerate")
+        np.testing.assert_allclose(b.loglik[same], a.loglik[same], rtol=1e-9)
+
+    check()

@@ -143,3 +143,20 @@ def test_tmap_wide_regime_gives_the_bulk_bits(monkeypatch):
     assert wide.summary.loglik[0] == bulk.summary.loglik[0]
     for key, v in wide.params(0).items():
         assert np.array_equal(v, bulk.params(0)[key]), key
+
+
+@pytest.mark.parametrize("family, kw, match", [
+    ("hmm", dict(n_components=10**12), r"n_components = 1000000000000 states is too many: .* "
+                                       r"at most 4096 states"),
+    ("hmm", dict(emission=["gaussian"]), r"unknown emission \['gaussian'\]; expected one of"),
+    ("tmap", dict(orders={1: 1, 2: 2}), r"orders=\{1: 1, 2: 2\}: expected a sequence"),
+    ("tmap", dict(orders=(1, 2**40)), r"every order must be an integer from 1 to 10000 \(found "
+                                      r"1099511627776\)"),
+])
+def test_bad_hmm_and_tmap_arguments_say_what_and_the_limit(family, kw, match):
+    """Issue 30, arguments: n_components=10**12 raised numpy's 'Maximum allowed dimension
+    exceeded', emission=['gaussian'] "unhashable type: 'list'"; orders={1: 1, 2: 2} was read
+    as its keys and orders=(1, 2**40) compiled, then failed every start."""
+    data = [[np.array([0.1, 0.5, 1.2])]] if family == "hmm" else [np.array([0.1, 0.5, 1.2])]
+    with pytest.raises(ValueError, match=match):
+        bulkem.fit(data, family=family, n_starts=1, backend="cpu", progress=False, **kw)

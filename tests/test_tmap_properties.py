@@ -149,7 +149,9 @@ def test_bad_traces_are_invalid_and_change_nothing(problem):
             assert np.isclose(res.score(d, data[d]), row.loglik, rtol=1e-9, atol=1e-9)
             runs = res.sample(d, 3, seed=1)
             assert len(runs) == 3 and all(np.all(u > 0) for u in runs)
-            assert all(np.isfinite(v).all() for v in res.moments(d).values())
+            m = res.moments(d)  # corr_x1_x2 is NaN (as documented) when no run goes on
+            assert np.isfinite(m["mean_run_length"]) and np.isfinite(m["mean_interarrival"])
+            assert np.isfinite(m["corr_x1_x2"]) or p["pi"].sum() == 0
         elif row.status == "failed":
             assert row.best_start == -1 and row.message
         else:

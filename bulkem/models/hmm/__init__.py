@@ -45,8 +45,13 @@ class HMMFamily:
     def model(self, pairs: list, n_components: int, options: dict) -> HMMModel:
         """The :class:`HMMModel` of ``n_components`` states for these data and options."""
         name = options.get("emission", "gaussian")
-        if name not in EMISSIONS:
-            raise ValueError(f"unknown emission {name!r}; expected one of {sorted(EMISSIONS)}.")
+        if not isinstance(name, str) or name not in EMISSIONS:
+            raise ValueError(f"unknown emission {name!r}; expected one of {sorted(EMISSIONS)} "
+                             "(a string, e.g. emission='categorical').")
+        if n_components > MAX_STATES:
+            raise ValueError(f"n_components = {n_components} states is too many: bulkem fits "
+                             f"hidden Markov models of at most {MAX_STATES} states (a fit holds "
+                             "N x N transition probabilities and their statistics).")
         em: Emission = EMISSIONS[name]
         own = False
         if name == "gaussian":
@@ -65,6 +70,11 @@ class HMMFamily:
             K = 1
         return HMMModel(em, n_components, int(K), _update(options.get("params", "ste"), em),
                         own_alphabet=own)
+
+
+# The most hidden states: a fit's N x N transition matrix, its statistics and N forward
+# values per step are held per fit (2^24 values at this limit).
+MAX_STATES = 4096
 
 
 def _inferred_symbols(pairs: list) -> int:

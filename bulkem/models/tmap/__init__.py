@@ -14,17 +14,22 @@ transition matrix and an Erlang emission, on the same engines:
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import numpy as np
 
 from ...data.units import UnitArrays, Words, is_unit_list, read_units
+from ..hmm import MAX_STATES as MAX_BRANCHES
 from .model import TMAPModel
 from .process import empirical_moments, moments, simulate
 
 OPTIONS = ("orders", "run_col", "drop_bad_runs")
 PAPER_ORDERS = (1, 2, 3)
+# The largest Erlang order: a branch's log-density has terms of size ~ r log(rate x), so an
+# order r costs about log10(r) of float64's 16 digits, which the EM's likelihood changes need
+# (orders of 2^40 left no digit: every start fell by more than rounding).
+MAX_ORDER = 10_000
 WORDS = Words("trace", "run", "run_col")
 
 
@@ -73,14 +78,18 @@ class TMAPFamily:
         orders = options.get("orders")
         if orders is None:
             orders = PAPER_ORDERS if n_components is None else tuple(range(1, n_components + 1))
-        if isinstance(orders, (str, bytes)) or not hasattr(orders, "__len__") or not len(orders):
-            raise ValueError(f"orders={orders!r}: expected a sequence of integers >= 1, one "
-                             "per Erlang branch, e.g. orders=(1, 2, 3).")
-        bad = [r for r in orders if isinstance(r, bool) or not isinstance(r, numbers.Integral)
-               or r < 1]
+        if (isinstance(orders, (str, bytes, Mapping, Set)) or not hasattr(orders, "__len__")
+                or not len(orders)):
+            raise ValueError(f"orders={orders!r}: expected a sequence (tuple, list or array) of "
+                             "integers >= 1, one per Erlang branch, e.g. orders=(1, 2, 3).")
+        bad = [r for r in orders if isinstance(r, (bool, np.bool_))
+               or not isinstance(r, numbers.Integral) or not 1 <= r <= MAX_ORDER]
         if bad:
-            raise ValueError(f"orders={tuple(orders)!r}: every order must be an integer >= 1 "
-                             f"(found {bad[0]!r}).")
+            raise ValueError(f"orders={tuple(orders)!r}: every order must be an integer from 1 "
+                             f"to {MAX_ORDER} (found {bad[0]!r}).")
+        if len(orders) > MAX_BRANCHES:
+            raise ValueError(f"orders has {len(orders)} branches; at most {MAX_BRANCHES} "
+                             "(a fit holds R x R switching probabilities).")
         if n_components is not None and n_components != len(orders):
             raise ValueError(f"n_components={n_components} but orders={tuple(orders)!r} has "
                              f"{len(orders)} branches; leave n_components out or make them "
