@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -201,13 +202,22 @@ def test_load_r_dataset(ro):
         rbridge.load_r_dataset("bmi", "no.such.package")
 
 
-def test_bmi_from_mixsmsn_or_the_csv(ro):
-    try:
-        bmi = rbridge.load_r_dataset("bmi", "mixsmsn")
-    except LookupError:
-        bmi = None
+def test_bmi_shipped_in_both_packages(ro, tmp_path, monkeypatch):
+    from rpy2.robjects import default_converter
+    from rpy2.robjects.conversion import localconverter
+
+    # Python's package data, read from any working directory (no ../shared, no mixsmsn) ...
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BULKEM_BMI_CSV", raising=False)
     values = bulkem.datasets.load_bmi()
-    assert values.shape == (2107,)
+    assert values.shape == (2107,) and values.dtype == np.float64
     assert np.all(values > 0)
-    if bmi is not None:
-        np.testing.assert_array_equal(bmi["bmi"].to_numpy(), values)
+    # ... equals the R package's data set bmi (r_wrapper/data/bmi.rda), value for value
+    rda = Path(__file__).resolve().parent.parent / "r_wrapper" / "data" / "bmi.rda"
+    env = r_eval(ro, "new.env()")
+    with localconverter(default_converter):
+        ro.r["load"](str(rda), envir=env)
+        frame = env["bmi"]
+    r_bmi = rbridge.r_to_pandas(frame)
+    assert list(r_bmi.columns) == ["bmi"]
+    np.testing.assert_array_equal(r_bmi["bmi"].to_numpy(), values)
