@@ -23,7 +23,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     n_starts = py_int(starts, name("starts", "random.inits")),
     max_iter = py_int(max_iter, name("max_iter", "max.iters")),
     tol = as.double(tol),
-    seed = py_int(seed, "seed", null_ok = TRUE),
+    seed = py_int(r_seed(seed), "seed"),
     backend = backend,
     dtype = dtype,
     init = py_init(init),
@@ -34,6 +34,37 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids)
+}
+
+# The seed of the random starts: with NULL, one drawn from R's random numbers,
+# so that set.seed() makes a fit reproducible (as in the original bulkem).
+r_seed <- function(seed) {
+  if (is.null(seed)) {
+    return(sample.int(.Machine$integer.max, 1L) - 1L)
+  }
+  seed
+}
+
+# One warning per call for the fits whose best start stopped at max_iter
+# before its log-likelihood settled (class "bulkem_not_converged").
+warn_not_converged <- function(status, max_iter, tol, interface = "fit_mixture") {
+  n <- sum(status == "max_iter", na.rm = TRUE)
+  if (n == 0L) {
+    return(invisible(0L))
+  }
+  fitted <- sum(status %in% c("converged", "max_iter"))
+  original <- identical(interface, "bulkem")
+  msg <- sprintf(
+    paste0("%d of %d fit%s did not converge: %s stopped at %s = %s with the ",
+           "log-likelihood still changing by more than %s = %g. Increase %s, or see %s."),
+    n, fitted, if (fitted == 1L) "" else "s", if (n == 1L) "it" else "they",
+    if (original) "max.iters" else "max_iter", format(max_iter),
+    if (original) "epsilon" else "tol", tol,
+    if (original) "max.iters" else "max_iter",
+    if (original) "the fits whose fit_success is FALSE" else "fit$summary$status"
+  )
+  warning(warningCondition(msg, class = "bulkem_not_converged"))
+  invisible(n)
 }
 
 # The FitResult tables as R data.frames, with R conventions: dataset
@@ -72,6 +103,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
     dataset_col = dataset_col, value_col = value_col
   )
   out <- r_tables(run$py, run$ids)
+  warn_not_converged(out$summary$status, max_iter, tol)
   py <- run$py
   structure(
     out,
@@ -225,6 +257,7 @@ bulkem <- function(datasets, num.components = 2, max.iters = 100, random.inits =
     interface = "bulkem"
   )
   tables <- r_tables(run$py, run$ids)
+  warn_not_converged(tables$summary$status, max.iters, epsilon, interface = "bulkem")
   if (isTRUE(verbose)) {
     message(sprintf(
       "bulkem: %d datasets fitted on the %s backend",

@@ -35,7 +35,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(seed, "seed", null_ok = TRUE),
+    seed = py_int(r_seed(seed), "seed"),
     backend = backend,
     dtype = dtype,
     init = py_hmm_init(init),
@@ -58,6 +58,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   transitions$dataset <- r_ids(transitions$dataset, batch$ids)
   summary <- tables$summary
   summary$message <- relabel_sequences(summary$message, batch$labels)
+  warn_not_converged(summary$status, max_iter, tol)
   comps <- tables$components
   n_symbols <- if (identical(emission, "categorical")) {
     sum(startsWith(names(comps), "prob_"))
@@ -164,7 +165,7 @@ hmm_sample <- function(fit, dataset, n_sequences = 1, length = 100, seed = NULL)
   }
   out <- py_call(py$sample, python_dataset_id(fit, dataset),
     n_sequences = n, length = steps,
-    seed = py_int(seed, "seed", null_ok = TRUE), .terms = hmm_terms(fit)
+    seed = py_int(r_seed(seed), "seed"), .terms = hmm_terms(fit)
   )
   seqs <- reticulate::py_get_item(out, 0L)
   states <- reticulate::py_get_item(out, 1L)

@@ -100,3 +100,57 @@ test_that("mixture_density() equals the inverse-Gaussian mixture from statmod", 
   }
   expect_error(mixture_density(list(), 1, x), "must be the result of fit_mixture")
 })
+
+test_that("set.seed() makes a fit with seed = NULL reproducible", {
+  skip_if_no_bulkem()
+  data <- demo_data(2L, 200L, 6L)
+  quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
+  set.seed(42)
+  a <- quiet(fit_mixture(data$r, starts = 3, backend = "cpu"))
+  set.seed(42)
+  b <- quiet(fit_mixture(data$r, starts = 3, backend = "cpu"))
+  expect_identical(attr(a, "seed"), attr(b, "seed"))
+  expect_identical(a$start_values, b$start_values)
+  expect_identical(a$components, b$components)
+  set.seed(43)
+  c <- quiet(fit_mixture(data$r, starts = 3, backend = "cpu"))
+  expect_false(identical(attr(c, "seed"), attr(a, "seed")))
+  # the original interface too
+  set.seed(7)
+  o1 <- quiet(bulkem(data$r, random.inits = 2, use.gpu = FALSE))
+  set.seed(7)
+  o2 <- quiet(bulkem(data$r, random.inits = 2, use.gpu = FALSE))
+  expect_identical(o1, o2)
+  # and the seed drawn is one of R's random numbers: the stream moved on
+  set.seed(42)
+  first <- stats::runif(1)
+  set.seed(42)
+  quiet(fit_mixture(data$r[1], starts = 1, backend = "cpu"))
+  expect_false(identical(stats::runif(1), first))
+})
+
+test_that("fits stopped at max_iter give one warning per call, with their count", {
+  skip_if_no_bulkem()
+  data <- demo_data(3L, 300L, 11L)
+  n_warnings <- 0L
+  fit <- withCallingHandlers(
+    fit_mixture(data$r, starts = 2, max_iter = 2, tol = 0, seed = 1, backend = "cpu"),
+    warning = function(w) {
+      n_warnings <<- n_warnings + 1L
+      expect_s3_class(w, "bulkem_not_converged")
+      expect_match(conditionMessage(w), paste0(
+        "3 of 3 fits did not converge: they stopped at max_iter = 2 with the log-likelihood ",
+        "still changing by more than tol = 0. Increase max_iter, or see fit$summary$status."
+      ), fixed = TRUE)
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_equal(n_warnings, 1L)
+  expect_true(all(fit$summary$status == "max_iter"))
+  expect_warning(
+    bulkem(data$r[1], max.iters = 2, epsilon = 0, use.gpu = FALSE, seed = 1),
+    "1 of 1 fit did not converge: it stopped at max.iters = 2", fixed = TRUE
+  )
+  expect_no_warning(fit_mixture(data$r[1], starts = 2, max_iter = 1000, seed = 1,
+                                backend = "cpu"))
+})
