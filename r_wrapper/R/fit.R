@@ -112,6 +112,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
     seed = as.numeric(reticulate::py_str(py$seed)),
     family = reticulate::py_to_r(py$family),
     n_components = reticulate::py_to_r(py$n_components),
+    n_dims = as.integer(reticulate::py_to_r(py$n_dims)),
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = run$ids,
     python = py
@@ -136,10 +137,13 @@ print.bulkem_fit <- function(x, ...) {
 }
 
 mixture_density <- function(fit, dataset, x) {
-  py <- fit_python(fit)
-  id <- python_dataset_id(fit, dataset)
-  dens <- py_call(py$density, id, py_float_array(x), .terms = list(ids = attr(fit, "ids")))
-  py_numbers(dens)
+  if (!inherits(fit, "bulkem_fit")) {
+    stop("`fit` must be the result of fit_mixture(), got a ", class(fit)[1L], ".",
+      call. = FALSE
+    )
+  }
+  # from the components table: a fit read back with readRDS() works too
+  mixture_values(fit, one_dataset(fit, dataset), x)
 }
 
 # The Python FitResult behind a bulkem_fit.
@@ -151,7 +155,11 @@ fit_python <- function(fit) {
   }
   py <- attr(fit, "python")
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This fit's Python object is gone (saved and reloaded?); fit again.", call. = FALSE)
+    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
+      "back, or made in another R session): fit again. (logLik(), coef(), summary(), ",
+      "predict() and mixture_density() work on a saved fit.)",
+      call. = FALSE
+    )
   }
   py
 }

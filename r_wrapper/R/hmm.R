@@ -304,7 +304,11 @@ python_of <- function(fit, class, maker) {
   }
   py <- attr(fit, "python")
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This fit's Python object is gone (saved and reloaded?); fit again.", call. = FALSE)
+    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
+      "back, or made in another R session): fit again. (Its tables, logLik() and ",
+      "summary() work on a saved fit.)",
+      call. = FALSE
+    )
   }
   py
 }
