@@ -565,12 +565,21 @@ py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col) {
       )
     }
   }
+  coded <- coded_ids(data, dataset_col)
+  if (sequence_col %in% names(data)) { # sequences as codes too (their labels stay in R)
+    sq <- coded$frame[[sequence_col]]
+    if (is.factor(sq) || is.character(sq)) {
+      coded$frame[[sequence_col]] <- match(as.character(sq), unique(as.character(sq)))
+    }
+  }
   pd <- reticulate::import("pandas", convert = FALSE)
-  frame <- pd$DataFrame(reticulate::py_dict(names(data), unname(lapply(data, py_column))))
+  frame <- pd$DataFrame(reticulate::py_dict(names(coded$frame),
+                                            unname(lapply(coded$frame, py_column))))
   lengths <- labels <- NULL
   if (all(have)) { # (else Python says which column is missing)
-    ds <- data[[dataset_col]]
-    sq <- data[[sequence_col]]
+    rows <- if (is.null(coded$rows)) seq_len(nrow(data)) else coded$rows # as sent
+    ds <- data[[dataset_col]][rows]
+    sq <- data[[sequence_col]][rows]
     if (is.factor(ds)) ds <- as.character(ds)
     if (is.factor(sq)) sq <- as.character(sq)
     d <- match(ds, unique(ds)) # datasets, sequences: in order of first appearance
@@ -581,7 +590,7 @@ py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col) {
     lengths <- unname(split(n_rows, by))
     labels <- unname(split(sq[first], by))
   }
-  list(py = frame, ids = "label", lengths = lengths, labels = labels)
+  list(py = frame, ids = coded$ids, lengths = lengths, labels = labels)
 }
 
 # A Python function that splits R's sequences (one float64 vector, each
