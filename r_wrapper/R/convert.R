@@ -48,6 +48,14 @@ not_numbers <- function(x) {
   } else {
     paste0("a ", class(x)[1L])
   }
+  if (is.factor(x) && anyNA(suppressWarnings(as.numeric(levels(x))))) {
+    # labels, not numbers written as text: as.numeric(as.character(x)) gives NA
+    return(paste0(
+      what, " with levels ", paste(utils::head(levels(x), 5L), collapse = ", "),
+      if (nlevels(x) > 5L) ", ..." else "", "; expected numbers. Symbols of a hidden ",
+      "Markov model go to fit_hmm(emission = \"categorical\"), which takes factors."
+    ))
+  }
   advice <- if (is.factor(x)) {
     "as.numeric(as.character(x))"
   } else {
