@@ -19,12 +19,20 @@ py_int_array <- function(x) {
 # One dataset: numbers go over as float64 (NA becomes NaN, which bulkem marks
 # invalid_data). Text, factors and TRUE/FALSE are refused here, alike for
 # bulkem() and fit_mixture(): R converts none of them to numbers silently.
-py_dataset <- function(x, label) {
+py_dataset <- function(x, label, matrices = FALSE) {
+  if (is.data.frame(x) && matrices) {
+    x <- as.matrix(x)
+  }
+  if (is.matrix(x) && matrices && (is.numeric(x) || is.logical(x) && all(is.na(x)))) {
+    storage.mode(x) <- "double"
+    return(py_hmm_array(x)) # rows: observations, columns: dimensions
+  }
   if (is.matrix(x) || is.array(x) && length(dim(x)) > 1L) {
     stop(
       "dataset ", label, " is a matrix of dimension ", paste(dim(x), collapse = " x "),
       "; expected a numeric vector. For one dataset per column pass ",
-      "as.list(as.data.frame(m)).",
+      "as.list(as.data.frame(m)); for a Gaussian mixture of ", ncol(x), "-dimensional ",
+      "observations (a row each) pass family = \"gaussian\".",
       call. = FALSE
     )
   }
@@ -85,9 +93,14 @@ py_column <- function(x) {
 # Datasets in any of the accepted R forms -> the Python object bulkem.fit
 # takes. Returns the object and how dataset ids map back to R:
 # "position" (Python counts from 0; R shows 1, 2, ...), "name" or "label".
-py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") {
+py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value",
+                        matrices = FALSE) {
   if (is.data.frame(datasets)) {
-    values <- if (value_col %in% names(datasets)) value_col else setdiff(names(datasets), dataset_col)
+    values <- if (all(value_col %in% names(datasets))) {
+      value_col
+    } else {
+      setdiff(names(datasets), c(dataset_col, if (length(value_col) > 1L) value_col))
+    }
     for (col in values) {
       x <- datasets[[col]]
       if (!(is.numeric(x) || is.logical(x) && all(is.na(x)))) {
@@ -122,7 +135,7 @@ py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") 
       )
     }
     shown <- if (named) sprintf("'%s'", labels) else seq_along(datasets)
-    items <- Map(py_dataset, unname(datasets), shown)
+    items <- Map(py_dataset, unname(datasets), shown, MoreArgs = list(matrices = matrices))
     if (named) {
       return(list(py = reticulate::py_dict(labels, unname(items)), ids = "name"))
     }
@@ -134,7 +147,7 @@ py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") 
         call. = FALSE
       )
     }
-    return(list(py = py_dataset(datasets, 1L), ids = "position"))
+    return(list(py = py_dataset(datasets, 1L, matrices), ids = "position"))
   }
   stop(
     "datasets is a ", class(datasets)[1L], "; expected a numeric vector, a list ",
@@ -274,9 +287,9 @@ py_init <- function(init) {
     )
   }
   out <- lapply(init, function(v) {
-    if (is.matrix(v)) {
-      flat <- py_float_array(as.vector(t(v)))
-      flat$reshape(py_int(nrow(v), "nrow"), py_int(ncol(v), "ncol"))
+    if (is.array(v) && is.numeric(v)) { # matrices and arrays, in numpy's row-major order
+      flat <- py_float_array(as.vector(aperm(v)))
+      do.call(flat$reshape, lapply(dim(v), function(n) py_int(n, "dim")))
     } else if (is.numeric(v)) {
       py_float_array(v)
     } else {

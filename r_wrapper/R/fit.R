@@ -4,11 +4,31 @@
 # interface: "fit_mixture" or "bulkem", whose argument names the messages use.
 run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      backend, dtype, init, strict, progress, interface = "fit_mixture",
-                     dataset_col = "dataset", value_col = "value") {
+                     dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
+                     init_method = NULL) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
+  check_mixture_family(family)
+  one_string(dataset_col, "dataset_col")
+  if (!is.character(value_col) || length(value_col) < 1L || anyNA(value_col)) {
+    stop("`value_col` must name one column (or, for family = \"gaussian\", several), got ",
+      paste(deparse(value_col), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  if (length(value_col) > 1L && !identical(family, "gaussian")) {
+    stop("`value_col` names ", length(value_col), " columns; only family = \"gaussian\" ",
+      "fits several dimensions. Name one column, or pass family = \"gaussian\".",
+      call. = FALSE
+    )
+  }
+  one_number(reg_covar, "reg_covar")
+  if (!is.null(init_method)) {
+    one_string(init_method, "init_method")
+  }
   module <- bulkem_module()
-  data <- py_datasets(datasets, dataset_col, value_col)
+  data <- py_datasets(datasets, dataset_col, value_col,
+                      matrices = identical(family, "gaussian"))
   if (!is.numeric(tol) || length(tol) != 1L || is.na(tol)) {
     stop("`", name("tol", "epsilon"), "` must be one number >= 0, got ",
       paste(deparse(tol), collapse = ""), ".",
@@ -30,7 +50,9 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     strict = isTRUE(strict),
     progress = isTRUE(progress),
     dataset_col = dataset_col,
-    value_col = value_col,
+    value_col = if (length(value_col) == 1L) value_col else as.list(value_col),
+    reg_covar = as.double(reg_covar),
+    init_method = init_method,
     .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids)
@@ -43,6 +65,25 @@ r_seed <- function(seed) {
     return(sample.int(.Machine$integer.max, 1L) - 1L)
   }
   seed
+}
+
+# The families fit_mixture() serves; the others are refused with the R
+# function that fits them (or, where R has none yet, the Python call).
+check_mixture_family <- function(family) {
+  one_string(family, "family")
+  if (!family %in% c("hmm", "tmap", "ar", "local_level")) {
+    return(invisible(family)) # a mixture, or a name Python refuses with the list of families
+  }
+  where <- if (identical(family, "hmm")) {
+    "Hidden Markov models are fitted by fit_hmm(data, components, emission = ...)."
+  } else {
+    paste0("The R package does not fit family \"", family, "\" yet; use ",
+      "bulkem.fit(family = \"", family, "\") in Python.")
+  }
+  stop("fit_mixture() fits mixtures: family must be \"invgauss\" or \"gaussian\", got \"",
+    family, "\". ", where,
+    call. = FALSE
+  )
 }
 
 # One warning per call for the fits whose best start stopped at max_iter
@@ -96,11 +137,13 @@ r_tables <- function(py, ids) {
 fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 10,
                         max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                         dtype = "float64", init = NULL, strict = FALSE,
-                        progress = FALSE, dataset_col = "dataset", value_col = "value") {
+                        progress = FALSE, dataset_col = "dataset", value_col = "value",
+                        reg_covar = 1e-6, init_method = NULL) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
-    dataset_col = dataset_col, value_col = value_col
+    dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
+    init_method = init_method
   )
   out <- r_tables(run$py, run$ids)
   warn_not_converged(out$summary$status, max_iter, tol)
@@ -183,6 +226,13 @@ py_numbers <- function(a) {
 
 plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
                             main = NULL, xlab = "value", legend = TRUE, ...) {
+  n_dims <- attr(x, "n_dims")
+  if (!is.null(n_dims) && n_dims > 1L) {
+    stop("plot() draws one-dimensional mixtures; this fit has ", n_dims, " dimensions. ",
+      "Use mixture_density() or predict() with a matrix of points (a row each).",
+      call. = FALSE
+    )
+  }
   py <- fit_python(x)
   s <- x$summary
   if (is.null(dataset)) {

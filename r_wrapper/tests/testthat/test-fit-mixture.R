@@ -154,3 +154,61 @@ test_that("fits stopped at max_iter give one warning per call, with their count"
   expect_no_warning(fit_mixture(data$r[1], starts = 2, max_iter = 1000, seed = 1,
                                 backend = "cpu"))
 })
+
+test_that("multi-dimensional Gaussian mixtures: matrices, value_col vectors, reg_covar, init_method", {
+  skip_if_no_bulkem()
+  set.seed(5)
+  draw <- function(n) {
+    z <- stats::runif(n) < 0.4
+    cbind(x1 = stats::rnorm(n, ifelse(z, 0, 4)), x2 = stats::rnorm(n, ifelse(z, 0, -3), 0.5))
+  }
+  m1 <- draw(150)
+  m2 <- draw(120)
+  fit <- fit_mixture(list(m1, m2), family = "gaussian", starts = 3, seed = 2, max_iter = 500,
+                     backend = "cpu")
+  expect_identical(attr(fit, "n_dims"), 2L)
+  expect_true(all(c("mean_1", "mean_2", "var_1", "var_2") %in% names(fit$components)))
+  expect_equal(fit$summary$n_obs, c(150L, 120L))
+  # the same as Python on the same arrays
+  py <- py_bulkem()$fit(list(bulkem:::py_hmm_array(m1), bulkem:::py_hmm_array(m2)),
+    family = "gaussian", n_starts = 3L, seed = 2L, max_iter = 500L, backend = "cpu",
+    progress = FALSE)
+  expect_equal(fit$summary$loglik, py_col(py$summary, "loglik"), tolerance = 1e-12)
+  # a long data.frame with value_col naming the columns; other columns are not values
+  long <- data.frame(id = rep(c("a", "b"), c(150, 120)), rbind(m1, m2), note = 1)
+  byname <- fit_mixture(long, family = "gaussian", dataset_col = "id",
+                        value_col = c("x1", "x2"), starts = 3, seed = 2, max_iter = 500,
+                        backend = "cpu")
+  expect_identical(byname$summary$dataset, c("a", "b"))
+  expect_equal(byname$summary$loglik, fit$summary$loglik, tolerance = 1e-10)
+  # reg_covar and init_method reach Python
+  sub <- suppressWarnings(classes = "bulkem_not_converged",
+    fit_mixture(list(m1), family = "gaussian", starts = 2, seed = 2, backend = "cpu",
+                init_method = "subset", reg_covar = 0.5))
+  expect_true(all(sub$components$var_1 >= 0.5))
+  expect_error(fit_mixture(list(m1), family = "gaussian", init_method = "nope"),
+               "unknown init_method \"nope\"")
+  # densities and classes with a matrix of points
+  pts <- rbind(c(0, 0), c(4, -3))
+  p <- predict(fit, pts, dataset = 1)
+  expect_identical(p$classification, c(1L, 2L))
+  z_py <- bulkem:::py_matrix(attr(fit, "python")$predict_proba(0L, bulkem:::py_hmm_array(pts)))
+  expect_equal(unname(p$z), z_py, tolerance = 1e-10)
+  d_py <- bulkem:::py_numbers(attr(fit, "python")$density(0L, bulkem:::py_hmm_array(pts)))
+  expect_equal(mixture_density(fit, 1, pts), d_py, tolerance = 1e-10)
+  expect_error(mixture_density(fit, 1, c(0, 1)), "this fit has 2 dimensions")
+  expect_error(plot(fit), "plot() draws one-dimensional mixtures", fixed = TRUE)
+  # several value columns for a one-dimensional family: refused, with what to do
+  expect_error(fit_mixture(long, dataset_col = "id", value_col = c("x1", "x2")),
+               "only family = \"gaussian\" fits several dimensions", fixed = TRUE)
+  expect_error(fit_mixture(list(m1)), "pass family = \"gaussian\"", fixed = TRUE)
+})
+
+test_that("fit_mixture() refuses the families it does not serve, saying what does", {
+  expect_error(fit_mixture(list(1:5), family = "hmm"), "fitted by fit_hmm(data, components",
+               fixed = TRUE)
+  for (family in c("tmap", "ar", "local_level")) {
+    expect_error(fit_mixture(list(1:5), family = family),
+                 paste0("use bulkem.fit(family = \"", family, "\") in Python"), fixed = TRUE)
+  }
+})
