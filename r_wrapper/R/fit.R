@@ -76,6 +76,8 @@ check_mixture_family <- function(family) {
   }
   where <- if (identical(family, "hmm")) {
     "Hidden Markov models are fitted by fit_hmm(data, components, emission = ...)."
+  } else if (family %in% c("ar", "local_level")) {
+    paste0("State-space models are fitted by fit_ssm(data, model = \"", family, "\").")
   } else {
     paste0("The R package does not fit family \"", family, "\" yet; use ",
       "bulkem.fit(family = \"", family, "\") in Python.")
