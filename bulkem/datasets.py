@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -35,49 +35,28 @@ def simulate_demo(n_datasets: int = 1000, n_obs: int = 2000, seed: int = 0) -> l
     return list(rng.wald(mu, lam))
 
 
-def _default_bmi_paths() -> list[Path]:
-    paths = []
-    if os.environ.get("BULKEM_BMI_CSV"):
-        paths.append(Path(os.environ["BULKEM_BMI_CSV"]))
-    here = Path(__file__).resolve().parent
-    for up in (here.parent, Path.cwd()):
-        paths.append(up.parent / "shared" / "data" / "bmi.csv")
-    return paths
-
-
 def load_bmi(path: str | os.PathLike | None = None) -> np.ndarray:
-    """The BMI data set (2107 values) shipped by the R package mixsmsn.
+    """The BMI data set: body mass index of 2107 people, shipped with bulkem.
 
-    Read, in this order, from ``path`` when given; from R's mixsmsn when it
-    and rpy2 are installed; from ``$BULKEM_BMI_CSV``; from
-    ``../shared/data/bmi.csv`` beside the repository.
+    The ``bmi`` data of the R package mixsmsn (Prates, Cabral and Lachos
+    2013, J. Stat. Softw. 54(12)); originally from Basso, Lachos, Cabral and
+    Ghosh (2010), Comput. Stat. Data Anal. 54(12).  Bimodal: the classic test
+    of a two-component inverse-Gaussian mixture fitted from random starts.
+    The same values are the R package's data set ``bmi``.
 
     Parameters
     ----------
     path : path-like, optional
-        A CSV file with a column ``bmi``.
+        Another CSV file with a column ``bmi`` to read instead.
 
     Returns
     -------
     ndarray of shape (2107,)
     """
-    if path is not None:
-        return pd.read_csv(path)["bmi"].to_numpy(dtype=np.float64)
-    try:
-        from .rbridge import load_r_dataset
-
-        df = load_r_dataset("bmi", "mixsmsn")
-        if df is not None:
-            return df["bmi"].to_numpy(dtype=np.float64)
-    except (ImportError, LookupError):
-        pass
-    for p in _default_bmi_paths():
-        if p.is_file():
-            return pd.read_csv(p)["bmi"].to_numpy(dtype=np.float64)
-    raise FileNotFoundError(
-        "BMI data not found: R package mixsmsn is not installed (or rpy2 is missing) and no "
-        "bmi.csv was found; pass load_bmi(path=...) or set BULKEM_BMI_CSV."
-    )
+    if path is None:
+        with resources.files(__package__).joinpath("datasets_data", "bmi.csv").open("rb") as f:
+            return pd.read_csv(f)["bmi"].to_numpy(dtype=np.float64)
+    return pd.read_csv(path)["bmi"].to_numpy(dtype=np.float64)
 
 
 # A TMAP of three Erlang branches of orders 1, 2, 3 (the paper's structure): the initial

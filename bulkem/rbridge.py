@@ -296,28 +296,59 @@ def table_to_r(df: pd.DataFrame) -> Any:
         return rp.ro.conversion.get_conversion().py2rpy(df)
 
 
-def result_to_r(result: Any, dataset_offset: int = 0) -> Any:
-    """All four tables of a :class:`bulkem.FitResult` -> a named R list of data.frames.
+def _ids_are_positions(result: Any, key: str) -> bool:
+    """Whether a result's dataset ids are list positions (0, 1, ...), not labels.
+
+    Known for a result of :func:`fit_r` (an unnamed R list or a vector);
+    otherwise ids that are exactly ``0, 1, ..., n - 1`` in order (what a
+    Python list or a single array gives) are taken for positions.
+    """
+    how = getattr(result, "r_ids", None)
+    if how is not None:
+        return how == "position"
+    ids = result.summary[key]
+    return (pd.api.types.is_integer_dtype(ids)
+            and np.array_equal(ids.to_numpy(), np.arange(len(ids))))
+
+
+def result_to_r(result: Any, dataset_offset: int | None = None) -> Any:
+    """Every table of a :class:`bulkem.FitResult` -> a named R list of data.frames.
+
+    The tables of the R package's fits: ``summary, components, starts,
+    start_values`` and the family's own (``transitions`` and
+    ``start_transitions`` of a hidden Markov model, ``transitions`` of a
+    TMAP), with R's numbering: datasets given by position count from 1, as
+    do start numbers, and the -1 placeholders (``best_start``, ``n_iter`` of
+    datasets without a fit) become NA.
 
     Parameters
     ----------
     result : FitResult
-    dataset_offset : int, default 0
-        Added to integer dataset ids: 1 gives the numbering the R package
-        uses for datasets passed by position.  Start numbers always count
-        from 1 here, and the -1 placeholders (``best_start``, ``n_iter`` of
-        datasets without a fit) become NA, as in the R package.
+    dataset_offset : int, optional
+        Added to integer dataset ids.  By default 1 when the ids are list
+        positions (a result of :func:`fit_r` on an unnamed R list or a
+        vector, or ids exactly ``0, ..., n - 1``), else 0 (labels and
+        names stay as they are).
 
     Returns
     -------
     rpy2 R list with elements summary, components, starts, start_values
+    and the family's further tables
     """
     rp = _rpy2()
+    key = "trace" if "trace" in result.summary.columns else "dataset"
+    if dataset_offset is None:
+        dataset_offset = 1 if _ids_are_positions(result, key) else 0
+    names = ["summary", "components", "starts", "start_values"]
+    names += [n for n in getattr(result, "tables", {}) if n not in names]
     tables = {}
-    for name in ("summary", "components", "starts", "start_values"):
-        df = getattr(result, name).copy()
-        if dataset_offset and pd.api.types.is_integer_dtype(df["dataset"]):
-            df["dataset"] = df["dataset"] + dataset_offset
+    for name in names:
+        df = (getattr(result, name) if name in names[:4] else result.tables[name]).copy()
+        if not isinstance(df, pd.DataFrame):
+            continue
+        if (dataset_offset and key in df.columns
+                and pd.api.types.is_integer_dtype(df[key])):
+            df[key] = df[key] + dataset_offset
         if "start" in df.columns:
             df["start"] = df["start"] + 1
         if name == "summary":
@@ -381,7 +412,14 @@ def fit_r(datasets: Any, **kwargs: Any) -> Any:
     Returns
     -------
     FitResult
+        With ``r_ids`` set ("position", "name" or "label"): how
+        :func:`result_to_r` numbers the datasets.
     """
     from .api import fit
 
-    return fit(r_to_datasets(datasets), **kwargs)
+    data = r_to_datasets(datasets)
+    result = fit(data, **kwargs)
+    # how the ids map back to R, for result_to_r: list positions, names or labels
+    result.r_ids = ("label" if isinstance(data, pd.DataFrame)
+                    else "name" if isinstance(data, dict) else "position")
+    return result

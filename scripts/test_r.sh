@@ -9,7 +9,6 @@
 #   BULKEM_R_LIB         writable R library for the package; default $OUT/rlib
 #   BULKEM_VIGNETTE_OUT  where rendered vignettes and PNG figures go;
 #                        default vignettes/output (git-ignored)
-#   BULKEM_BMI_CSV       the BMI data, when not at ../shared/data/bmi.csv
 #   BULKEM_NO_PANDOC     set: run the R Markdown code by knitr::purl + Rscript even with pandoc
 #   BULKEM_NO_INSTALL_TEST  set: skip installing the repository with install_bulkem()
 #                        into a temporary virtualenv (it needs the package index)

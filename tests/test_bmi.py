@@ -1,4 +1,5 @@
-"""The BMI data of mixsmsn: random starts reach the global maximum; one poor start does not."""
+"""The BMI data (shipped with bulkem, as in mixsmsn): random starts reach the global maximum;
+one poor start does not."""
 
 from __future__ import annotations
 
@@ -13,10 +14,7 @@ FIXED = {"weight": [0.5, 0.5], "mu": [0.99, 1.01], "lambda": [1.0, 1.0]}
 
 @pytest.fixture(scope="module")
 def bmi():
-    try:
-        return bulkem.datasets.load_bmi()
-    except FileNotFoundError as err:
-        pytest.skip(str(err))
+    return bulkem.datasets.load_bmi()
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +30,18 @@ def _modes(res, x):
 
 def test_bmi_data_is_the_published_set(bmi):
     assert bmi.shape == (2107,) and np.all(bmi > 0)
+    # the first values of the published set (mixsmsn's bmi$bmi)
+    np.testing.assert_array_equal(bmi[:3], [30.94, 30.62, 25.57])
+
+
+def test_bmi_is_package_data(tmp_path, monkeypatch):
+    # read from the installed package, whatever the working directory
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BULKEM_BMI_CSV", raising=False)
+    assert bulkem.datasets.load_bmi().shape == (2107,)
+    # another file through path=
+    (tmp_path / "b.csv").write_text("bmi\n20.5\n31\n")
+    np.testing.assert_array_equal(bulkem.datasets.load_bmi(tmp_path / "b.csv"), [20.5, 31.0])
 
 
 def test_random_starts_reach_the_global_maximum(bmi, global_max):

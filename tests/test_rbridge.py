@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -201,13 +202,54 @@ def test_load_r_dataset(ro):
         rbridge.load_r_dataset("bmi", "no.such.package")
 
 
-def test_bmi_from_mixsmsn_or_the_csv(ro):
-    try:
-        bmi = rbridge.load_r_dataset("bmi", "mixsmsn")
-    except LookupError:
-        bmi = None
+def test_bmi_shipped_in_both_packages(ro, tmp_path, monkeypatch):
+    from rpy2.robjects import default_converter
+    from rpy2.robjects.conversion import localconverter
+
+    # Python's package data, read from any working directory (no ../shared, no mixsmsn) ...
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BULKEM_BMI_CSV", raising=False)
     values = bulkem.datasets.load_bmi()
-    assert values.shape == (2107,)
+    assert values.shape == (2107,) and values.dtype == np.float64
     assert np.all(values > 0)
-    if bmi is not None:
-        np.testing.assert_array_equal(bmi["bmi"].to_numpy(), values)
+    # ... equals the R package's data set bmi (r_wrapper/data/bmi.rda), value for value
+    rda = Path(__file__).resolve().parent.parent / "r_wrapper" / "data" / "bmi.rda"
+    env = r_eval(ro, "new.env()")
+    with localconverter(default_converter):
+        ro.r["load"](str(rda), envir=env)
+        frame = env["bmi"]
+    r_bmi = rbridge.r_to_pandas(frame)
+    assert list(r_bmi.columns) == ["bmi"]
+    np.testing.assert_array_equal(r_bmi["bmi"].to_numpy(), values)
+
+
+def test_result_to_r_numbers_positions_from_1_and_keeps_hmm_transitions(ro, small_fit):
+    _, fit = small_fit  # a Python list: ids are positions 0, 1
+    tables = rbridge.result_to_r(fit)
+    assert r_values(ro, tables.rx2("summary").rx2("dataset")) == [1, 2]
+    assert r_values(ro, tables.rx2("starts").rx2("dataset")) == list(fit.starts["dataset"] + 1)
+    kept = rbridge.result_to_r(fit, dataset_offset=0)
+    assert r_values(ro, kept.rx2("summary").rx2("dataset")) == [0, 1]
+    # fit_r records how R gave the datasets: positions of an unnamed list, names, labels
+    r_list = r_eval(ro, "list(c(0.8, 1.2, 1, 3.1, 2.7, 3.3, 0.9, 3), c(1, 2, 3, 1.5, 2.5, 0.7))")
+    res = rbridge.fit_r(r_list, n_starts=1, seed=1, backend="cpu", progress=False)
+    assert res.r_ids == "position"
+    assert r_values(ro, rbridge.result_to_r(res).rx2("summary").rx2("dataset")) == [1, 2]
+    frame = r_eval(ro, "data.frame(dataset = rep(c(5L, 9L), each = 6), "
+                       "value = c(0.8, 1.2, 1, 3.1, 2.7, 3.3, 1, 2, 3, 1.5, 2.5, 0.7))")
+    res = rbridge.fit_r(frame, n_starts=1, seed=1, backend="cpu", progress=False)
+    assert res.r_ids == "label"
+    assert r_values(ro, rbridge.result_to_r(res).rx2("summary").rx2("dataset")) == [5, 9]
+    # a hidden Markov model's transitions (and each start's) reach R
+    seqs = [np.array([0, 1, 1, 0, 2, 2, 1, 0, 0, 1]), np.array([2, 2, 1, 0, 1, 1, 2, 0])]
+    hmm = bulkem.fit(seqs, family="hmm", n_components=2, n_starts=2, seed=3, max_iter=5,
+                     backend="cpu", progress=False)
+    r_hmm = rbridge.result_to_r(hmm)
+    names = list(ro.r["names"](r_hmm))
+    assert names[:4] == ["summary", "components", "starts", "start_values"]
+    assert "transitions" in names and "start_transitions" in names
+    tr = r_hmm.rx2("transitions")
+    assert r_values(ro, tr.rx2("dataset")) == list(hmm.transitions["dataset"] + 1)
+    np.testing.assert_array_equal(r_values(ro, tr.rx2("prob")), hmm.transitions["prob"])
+    st = r_hmm.rx2("start_transitions")
+    assert r_values(ro, st.rx2("start")) == list(hmm.start_transitions["start"] + 1)

@@ -8,9 +8,8 @@ Run from anywhere::
 
     python vignettes/bmi.py --out vignettes/output
 
-The data come from mixsmsn through rpy2 when both are installed, else from
-``$BULKEM_BMI_CSV``, else from ``../shared/data/bmi.csv`` beside the
-repository (see :func:`bulkem.datasets.load_bmi`).  Figures are PNG files in
+The data ship with bulkem (:func:`bulkem.datasets.load_bmi`; the same values
+are the R package's data set ``bmi``).  Figures are PNG files in
 ``--out`` (default ``$BULKEM_VIGNETTE_OUT`` or ``vignettes/output``).
 """
 

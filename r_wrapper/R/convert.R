@@ -19,12 +19,20 @@ py_int_array <- function(x) {
 # One dataset: numbers go over as float64 (NA becomes NaN, which bulkem marks
 # invalid_data). Text, factors and TRUE/FALSE are refused here, alike for
 # bulkem() and fit_mixture(): R converts none of them to numbers silently.
-py_dataset <- function(x, label) {
+py_dataset <- function(x, label, matrices = FALSE) {
+  if (is.data.frame(x) && matrices) {
+    x <- as.matrix(x)
+  }
+  if (is.matrix(x) && matrices && (is.numeric(x) || is.logical(x) && all(is.na(x)))) {
+    storage.mode(x) <- "double"
+    return(py_hmm_array(x)) # rows: observations, columns: dimensions
+  }
   if (is.matrix(x) || is.array(x) && length(dim(x)) > 1L) {
     stop(
       "dataset ", label, " is a matrix of dimension ", paste(dim(x), collapse = " x "),
       "; expected a numeric vector. For one dataset per column pass ",
-      "as.list(as.data.frame(m)).",
+      "as.list(as.data.frame(m)); for a Gaussian mixture of ", ncol(x), "-dimensional ",
+      "observations (a row each) pass family = \"gaussian\".",
       call. = FALSE
     )
   }
@@ -47,6 +55,14 @@ not_numbers <- function(x) {
     "logical (TRUE/FALSE)"
   } else {
     paste0("a ", class(x)[1L])
+  }
+  if (is.factor(x) && anyNA(suppressWarnings(as.numeric(levels(x))))) {
+    # labels, not numbers written as text: as.numeric(as.character(x)) gives NA
+    return(paste0(
+      what, " with levels ", paste(utils::head(levels(x), 5L), collapse = ", "),
+      if (nlevels(x) > 5L) ", ..." else "", "; expected numbers. Symbols of a hidden ",
+      "Markov model go to fit_hmm(emission = \"categorical\"), which takes factors."
+    ))
   }
   advice <- if (is.factor(x)) {
     "as.numeric(as.character(x))"
@@ -77,19 +93,25 @@ py_column <- function(x) {
 # Datasets in any of the accepted R forms -> the Python object bulkem.fit
 # takes. Returns the object and how dataset ids map back to R:
 # "position" (Python counts from 0; R shows 1, 2, ...), "name" or "label".
-py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") {
+py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value",
+                        matrices = FALSE) {
   if (is.data.frame(datasets)) {
-    values <- if (value_col %in% names(datasets)) value_col else setdiff(names(datasets), dataset_col)
+    values <- if (all(value_col %in% names(datasets))) {
+      value_col
+    } else {
+      setdiff(names(datasets), c(dataset_col, if (length(value_col) > 1L) value_col))
+    }
     for (col in values) {
       x <- datasets[[col]]
       if (!(is.numeric(x) || is.logical(x) && all(is.na(x)))) {
         stop("column '", col, "' of datasets is ", not_numbers(x), call. = FALSE)
       }
     }
+    coded <- coded_ids(datasets, dataset_col)
     pd <- reticulate::import("pandas", convert = FALSE)
-    columns <- lapply(datasets, py_column)
-    frame <- pd$DataFrame(reticulate::py_dict(names(datasets), unname(columns)))
-    return(list(py = frame, ids = "label"))
+    columns <- lapply(coded$frame, py_column)
+    frame <- pd$DataFrame(reticulate::py_dict(names(coded$frame), unname(columns)))
+    return(list(py = frame, ids = coded$ids))
   }
   if (is.list(datasets)) {
     if (length(datasets) == 0L) {
@@ -113,7 +135,7 @@ py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") 
       )
     }
     shown <- if (named) sprintf("'%s'", labels) else seq_along(datasets)
-    items <- Map(py_dataset, unname(datasets), shown)
+    items <- Map(py_dataset, unname(datasets), shown, MoreArgs = list(matrices = matrices))
     if (named) {
       return(list(py = reticulate::py_dict(labels, unname(items)), ids = "name"))
     }
@@ -125,13 +147,36 @@ py_datasets <- function(datasets, dataset_col = "dataset", value_col = "value") 
         call. = FALSE
       )
     }
-    return(list(py = py_dataset(datasets, 1L), ids = "position"))
+    return(list(py = py_dataset(datasets, 1L, matrices), ids = "position"))
   }
   stop(
     "datasets is a ", class(datasets)[1L], "; expected a numeric vector, a list ",
     "of numeric vectors, or a data.frame with columns 'dataset' and 'value'.",
     call. = FALSE
   )
+}
+
+# A factor or character dataset column -> integer codes 1, 2, ... and the
+# labels they stand for (ids = list(levels =, factor =)): one integer array
+# crosses to Python instead of one Python string per row (2,000 datasets x
+# 200 values as text took a minute). For a factor the rows are ordered by
+# code (a stable order: each dataset's values keep theirs), so the datasets
+# come back in level order; text keeps the order of first appearance. Other
+# columns: ids = "label".
+coded_ids <- function(frame, col) {
+  x <- frame[[col]]
+  if (!(is.factor(x) || is.character(x))) {
+    return(list(frame = frame, ids = "label", rows = NULL))
+  }
+  levels <- if (is.factor(x)) levels(x) else unique(x[!is.na(x)])
+  codes <- if (is.factor(x)) as.integer(x) else match(x, levels)
+  frame[[col]] <- codes
+  rows <- NULL # the new order of the rows, when they move
+  if (is.factor(x) && is.unsorted(codes, na.rm = TRUE)) {
+    rows <- order(codes)
+    frame <- frame[rows, , drop = FALSE]
+  }
+  list(frame = frame, ids = list(levels = levels, factor = is.factor(x)), rows = rows)
 }
 
 # One pandas column -> an R vector.
@@ -183,6 +228,10 @@ r_table <- function(frame) {
 
 # Python dataset ids -> R ids: positions count from 1 in R.
 r_ids <- function(ids, how) {
+  if (is.list(how)) { # codes of a factor or text column
+    labels <- how$levels[ids]
+    return(if (isTRUE(how$factor)) factor(labels, levels = how$levels) else labels)
+  }
   if (identical(how, "position") && is.numeric(ids)) {
     return(as.integer(ids + 1L))
   }
@@ -191,6 +240,13 @@ r_ids <- function(ids, how) {
 
 # R dataset id -> the Python id.
 py_id <- function(id, how) {
+  if (is.list(how)) {
+    code <- match(as.character(id), how$levels)
+    if (is.na(code)) {
+      stop("dataset \"", as.character(id), "\" has no fit: no such dataset.", call. = FALSE)
+    }
+    return(code)
+  }
   if (identical(how, "position")) {
     return(as.integer(id) - 1L)
   }
@@ -231,9 +287,9 @@ py_init <- function(init) {
     )
   }
   out <- lapply(init, function(v) {
-    if (is.matrix(v)) {
-      flat <- py_float_array(as.vector(t(v)))
-      flat$reshape(py_int(nrow(v), "nrow"), py_int(ncol(v), "ncol"))
+    if (is.array(v) && is.numeric(v)) { # matrices and arrays, in numpy's row-major order
+      flat <- py_float_array(as.vector(aperm(v)))
+      do.call(flat$reshape, lapply(dim(v), function(n) py_int(n, "dim")))
     } else if (is.numeric(v)) {
       py_float_array(v)
     } else {

@@ -4,11 +4,31 @@
 # interface: "fit_mixture" or "bulkem", whose argument names the messages use.
 run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      backend, dtype, init, strict, progress, interface = "fit_mixture",
-                     dataset_col = "dataset", value_col = "value") {
+                     dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
+                     init_method = NULL) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
+  check_mixture_family(family)
+  one_string(dataset_col, "dataset_col")
+  if (!is.character(value_col) || length(value_col) < 1L || anyNA(value_col)) {
+    stop("`value_col` must name one column (or, for family = \"gaussian\", several), got ",
+      paste(deparse(value_col), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  if (length(value_col) > 1L && !identical(family, "gaussian")) {
+    stop("`value_col` names ", length(value_col), " columns; only family = \"gaussian\" ",
+      "fits several dimensions. Name one column, or pass family = \"gaussian\".",
+      call. = FALSE
+    )
+  }
+  one_number(reg_covar, "reg_covar")
+  if (!is.null(init_method)) {
+    one_string(init_method, "init_method")
+  }
   module <- bulkem_module()
-  data <- py_datasets(datasets, dataset_col, value_col)
+  data <- py_datasets(datasets, dataset_col, value_col,
+                      matrices = identical(family, "gaussian"))
   if (!is.numeric(tol) || length(tol) != 1L || is.na(tol)) {
     stop("`", name("tol", "epsilon"), "` must be one number >= 0, got ",
       paste(deparse(tol), collapse = ""), ".",
@@ -23,17 +43,71 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     n_starts = py_int(starts, name("starts", "random.inits")),
     max_iter = py_int(max_iter, name("max_iter", "max.iters")),
     tol = as.double(tol),
-    seed = py_int(seed, "seed", null_ok = TRUE),
+    seed = py_int(r_seed(seed), "seed"),
     backend = backend,
     dtype = dtype,
     init = py_init(init),
     strict = isTRUE(strict),
     progress = isTRUE(progress),
     dataset_col = dataset_col,
-    value_col = value_col,
+    value_col = if (length(value_col) == 1L) value_col else as.list(value_col),
+    reg_covar = as.double(reg_covar),
+    init_method = init_method,
     .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids)
+}
+
+# The seed of the random starts: with NULL, one drawn from R's random numbers,
+# so that set.seed() makes a fit reproducible (as in the original bulkem).
+r_seed <- function(seed) {
+  if (is.null(seed)) {
+    return(sample.int(.Machine$integer.max, 1L) - 1L)
+  }
+  seed
+}
+
+# The families fit_mixture() serves; the others are refused with the R
+# function that fits them (or, where R has none yet, the Python call).
+check_mixture_family <- function(family) {
+  one_string(family, "family")
+  if (!family %in% c("hmm", "tmap", "ar", "local_level")) {
+    return(invisible(family)) # a mixture, or a name Python refuses with the list of families
+  }
+  where <- if (identical(family, "hmm")) {
+    "Hidden Markov models are fitted by fit_hmm(data, components, emission = ...)."
+  } else if (family %in% c("ar", "local_level")) {
+    paste0("State-space models are fitted by fit_ssm(data, model = \"", family, "\").")
+  } else {
+    paste0("The R package does not fit family \"", family, "\" yet; use ",
+      "bulkem.fit(family = \"", family, "\") in Python.")
+  }
+  stop("fit_mixture() fits mixtures: family must be \"invgauss\" or \"gaussian\", got \"",
+    family, "\". ", where,
+    call. = FALSE
+  )
+}
+
+# One warning per call for the fits whose best start stopped at max_iter
+# before its log-likelihood settled (class "bulkem_not_converged").
+warn_not_converged <- function(status, max_iter, tol, interface = "fit_mixture") {
+  n <- sum(status == "max_iter", na.rm = TRUE)
+  if (n == 0L) {
+    return(invisible(0L))
+  }
+  fitted <- sum(status %in% c("converged", "max_iter"))
+  original <- identical(interface, "bulkem")
+  msg <- sprintf(
+    paste0("%d of %d fit%s did not converge: %s stopped at %s = %s with the ",
+           "log-likelihood still changing by more than %s = %g. Increase %s, or see %s."),
+    n, fitted, if (fitted == 1L) "" else "s", if (n == 1L) "it" else "they",
+    if (original) "max.iters" else "max_iter", format(max_iter),
+    if (original) "epsilon" else "tol", tol,
+    if (original) "max.iters" else "max_iter",
+    if (original) "the fits whose fit_success is FALSE" else "fit$summary$status"
+  )
+  warning(warningCondition(msg, class = "bulkem_not_converged"))
+  invisible(n)
 }
 
 # The FitResult tables as R data.frames, with R conventions: dataset
@@ -65,13 +139,16 @@ r_tables <- function(py, ids) {
 fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 10,
                         max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                         dtype = "float64", init = NULL, strict = FALSE,
-                        progress = FALSE, dataset_col = "dataset", value_col = "value") {
+                        progress = FALSE, dataset_col = "dataset", value_col = "value",
+                        reg_covar = 1e-6, init_method = NULL) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
-    dataset_col = dataset_col, value_col = value_col
+    dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
+    init_method = init_method
   )
   out <- r_tables(run$py, run$ids)
+  warn_not_converged(out$summary$status, max_iter, tol)
   py <- run$py
   structure(
     out,
@@ -80,6 +157,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
     seed = as.numeric(reticulate::py_str(py$seed)),
     family = reticulate::py_to_r(py$family),
     n_components = reticulate::py_to_r(py$n_components),
+    n_dims = as.integer(reticulate::py_to_r(py$n_dims)),
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = run$ids,
     python = py
@@ -104,10 +182,13 @@ print.bulkem_fit <- function(x, ...) {
 }
 
 mixture_density <- function(fit, dataset, x) {
-  py <- fit_python(fit)
-  id <- python_dataset_id(fit, dataset)
-  dens <- py_call(py$density, id, py_float_array(x), .terms = list(ids = attr(fit, "ids")))
-  py_numbers(dens)
+  if (!inherits(fit, "bulkem_fit")) {
+    stop("`fit` must be the result of fit_mixture(), got a ", class(fit)[1L], ".",
+      call. = FALSE
+    )
+  }
+  # from the components table: a fit read back with readRDS() works too
+  mixture_values(fit, one_dataset(fit, dataset), x)
 }
 
 # The Python FitResult behind a bulkem_fit.
@@ -119,7 +200,11 @@ fit_python <- function(fit) {
   }
   py <- attr(fit, "python")
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This fit's Python object is gone (saved and reloaded?); fit again.", call. = FALSE)
+    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
+      "back, or made in another R session): fit again. (logLik(), coef(), summary(), ",
+      "predict() and mixture_density() work on a saved fit.)",
+      call. = FALSE
+    )
   }
   py
 }
@@ -143,6 +228,13 @@ py_numbers <- function(a) {
 
 plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
                             main = NULL, xlab = "value", legend = TRUE, ...) {
+  n_dims <- attr(x, "n_dims")
+  if (!is.null(n_dims) && n_dims > 1L) {
+    stop("plot() draws one-dimensional mixtures; this fit has ", n_dims, " dimensions. ",
+      "Use mixture_density() or predict() with a matrix of points (a row each).",
+      call. = FALSE
+    )
+  }
   py <- fit_python(x)
   s <- x$summary
   if (is.null(dataset)) {
@@ -225,6 +317,7 @@ bulkem <- function(datasets, num.components = 2, max.iters = 100, random.inits =
     interface = "bulkem"
   )
   tables <- r_tables(run$py, run$ids)
+  warn_not_converged(tables$summary$status, max.iters, epsilon, interface = "bulkem")
   if (isTRUE(verbose)) {
     message(sprintf(
       "bulkem: %d datasets fitted on the %s backend",

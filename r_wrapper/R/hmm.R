@@ -26,6 +26,15 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   one_number(reg_covar, "reg_covar")
   module <- bulkem_module()
   gaussian <- identical(emission, "gaussian")
+  coded <- if (identical(emission, "categorical")) {
+    factor_symbols(data, value_col)
+  } else {
+    list(data = data, levels = NULL)
+  }
+  data <- coded$data
+  if (is.null(symbols) && !is.null(coded$levels)) {
+    symbols <- length(coded$levels)
+  }
   batch <- py_hmm_batch(data, gaussian, dataset_col, sequence_col, value_col)
   terms <- list(ids = batch$ids, interface = "fit_hmm")
   args <- list(
@@ -35,7 +44,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(seed, "seed", null_ok = TRUE),
+    seed = py_int(r_seed(seed), "seed"),
     backend = backend,
     dtype = dtype,
     init = py_hmm_init(init),
@@ -58,6 +67,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   transitions$dataset <- r_ids(transitions$dataset, batch$ids)
   summary <- tables$summary
   summary$message <- relabel_sequences(summary$message, batch$labels)
+  warn_not_converged(summary$status, max_iter, tol)
   comps <- tables$components
   n_symbols <- if (identical(emission, "categorical")) {
     sum(startsWith(names(comps), "prob_"))
@@ -65,6 +75,14 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     NA_integer_
   }
   n_dims <- if (gaussian) sum(startsWith(names(comps), "mean_")) else 1L
+  if (!is.null(coded$levels)) { # prob_0, prob_1, ... -> prob_<level>, symbols from 1
+    probs <- startsWith(names(comps), "prob_")
+    names(comps)[probs] <- paste0("prob_", coded$levels[seq_len(sum(probs))])
+    sv <- tables$start_values
+    probs <- startsWith(names(sv), "prob_")
+    names(sv)[probs] <- paste0("prob_", coded$levels[seq_len(sum(probs))])
+    tables$start_values <- sv
+  }
   structure(
     list(
       summary = summary,
@@ -81,6 +99,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     n_components = reticulate::py_to_r(py$n_components),
     n_symbols = as.integer(n_symbols),
     n_dims = as.integer(n_dims),
+    symbol_levels = coded$levels,
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = batch$ids,
     sequence_lengths = batch$lengths,
@@ -164,7 +183,7 @@ hmm_sample <- function(fit, dataset, n_sequences = 1, length = 100, seed = NULL)
   }
   out <- py_call(py$sample, python_dataset_id(fit, dataset),
     n_sequences = n, length = steps,
-    seed = py_int(seed, "seed", null_ok = TRUE), .terms = hmm_terms(fit)
+    seed = py_int(r_seed(seed), "seed"), .terms = hmm_terms(fit)
   )
   seqs <- reticulate::py_get_item(out, 0L)
   states <- reticulate::py_get_item(out, 1L)
@@ -178,7 +197,10 @@ hmm_sample <- function(fit, dataset, n_sequences = 1, length = 100, seed = NULL)
       as.integer(py_numbers(reticulate::py_get_item(states, i)))
     }))
   )
-  if (ncol(values) == 1L) {
+  levels <- attr(fit, "symbol_levels")
+  if (!is.null(levels)) {
+    frame$value <- factor(levels[values[, 1L] + 1L], levels = levels)
+  } else if (ncol(values) == 1L) {
     frame$value <- values[, 1L]
   } else {
     for (d in seq_len(ncol(values))) frame[[paste0("value_", d)]] <- values[, d]
@@ -303,7 +325,11 @@ python_of <- function(fit, class, maker) {
   }
   py <- attr(fit, "python")
   if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This fit's Python object is gone (saved and reloaded?); fit again.", call. = FALSE)
+    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
+      "back, or made in another R session): fit again. (Its tables, logLik() and ",
+      "summary() work on a saved fit.)",
+      call. = FALSE
+    )
   }
   py
 }
@@ -383,7 +409,10 @@ pick_sequence <- function(sequence, lengths, labels) {
 state_levels <- function(rows, emission, dim) {
   if (identical(emission, "categorical")) {
     probs <- as.matrix(rows[, startsWith(names(rows), "prob_"), drop = FALSE])
-    symbols <- as.integer(sub("prob_", "", colnames(probs), fixed = TRUE))
+    symbols <- suppressWarnings(as.integer(sub("prob_", "", colnames(probs), fixed = TRUE)))
+    if (anyNA(symbols)) {
+      symbols <- seq_len(ncol(probs)) # symbols named by a factor's levels: 1, 2, ...
+    }
     return(as.vector(probs %*% symbols))
   }
   if (identical(emission, "gaussian")) {
@@ -430,9 +459,14 @@ py_hmm_sequences <- function(fit, sequences) {
   if (length(seqs) == 0L) {
     stop("`sequences` is an empty list; expected at least one sequence.", call. = FALSE)
   }
+  levels <- attr(fit, "symbol_levels")
   arrays <- lapply(seq_along(seqs), function(k) {
-    s <- check_sequence(seqs[[k]], if (single) "`sequences`" else paste0("sequence ", k),
-                        gaussian)
+    label <- if (single) "`sequences`" else paste0("sequence ", k)
+    s <- seqs[[k]]
+    if (!is.null(levels) && (is.factor(s) || is.character(s))) {
+      s <- symbol_codes(s, levels, label)
+    }
+    s <- check_sequence(s, label, gaussian)
     py_hmm_array(s)
   })
   py <- if (single) arrays[[1L]] else reticulate::r_to_py(arrays)
@@ -560,12 +594,21 @@ py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col) {
       )
     }
   }
+  coded <- coded_ids(data, dataset_col)
+  if (sequence_col %in% names(data)) { # sequences as codes too (their labels stay in R)
+    sq <- coded$frame[[sequence_col]]
+    if (is.factor(sq) || is.character(sq)) {
+      coded$frame[[sequence_col]] <- match(as.character(sq), unique(as.character(sq)))
+    }
+  }
   pd <- reticulate::import("pandas", convert = FALSE)
-  frame <- pd$DataFrame(reticulate::py_dict(names(data), unname(lapply(data, py_column))))
+  frame <- pd$DataFrame(reticulate::py_dict(names(coded$frame),
+                                            unname(lapply(coded$frame, py_column))))
   lengths <- labels <- NULL
   if (all(have)) { # (else Python says which column is missing)
-    ds <- data[[dataset_col]]
-    sq <- data[[sequence_col]]
+    rows <- if (is.null(coded$rows)) seq_len(nrow(data)) else coded$rows # as sent
+    ds <- data[[dataset_col]][rows]
+    sq <- data[[sequence_col]][rows]
     if (is.factor(ds)) ds <- as.character(ds)
     if (is.factor(sq)) sq <- as.character(sq)
     d <- match(ds, unique(ds)) # datasets, sequences: in order of first appearance
@@ -576,7 +619,7 @@ py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col) {
     lengths <- unname(split(n_rows, by))
     labels <- unname(split(sq[first], by))
   }
-  list(py = frame, ids = "label", lengths = lengths, labels = labels)
+  list(py = frame, ids = coded$ids, lengths = lengths, labels = labels)
 }
 
 # A Python function that splits R's sequences (one float64 vector, each
@@ -634,4 +677,65 @@ py_hmm_init <- function(init) {
     do.call(flat$reshape, lapply(dims, function(n) py_int(n, "dim")))
   })
   reticulate::py_dict(names(init), out)
+}
+
+# Categorical symbols given as factors -> the numbers Python takes: level k is
+# symbol k - 1 there, and symbol k (from 1) in R, named by the level. Every
+# factor of the batch must have the same levels. Returns list(data =, levels =)
+# (levels NULL when no factor was found: numbers are symbols 0, 1, ... as in
+# hmmlearn).
+factor_symbols <- function(data, value_col) {
+  levels <- NULL
+  take <- function(f, where) {
+    if (is.null(levels)) {
+      levels <<- levels(f)
+    } else if (!identical(levels(f), levels)) {
+      stop(where, " is a factor with levels ", paste(utils::head(levels(f), 10L), collapse = ", "),
+        " but an earlier one has levels ", paste(utils::head(levels, 10L), collapse = ", "),
+        "; give every sequence the same levels (factor(x, levels = ...)).",
+        call. = FALSE
+      )
+    }
+    as.integer(f) - 1L
+  }
+  if (is.data.frame(data)) {
+    col <- if (length(value_col) == 1L && value_col %in% names(data)) value_col else NULL
+    if (!is.null(col) && is.factor(data[[col]])) {
+      data[[col]] <- take(data[[col]], paste0("column '", col, "'"))
+    }
+    return(list(data = data, levels = levels))
+  }
+  if (is.factor(data)) {
+    return(list(data = take(data, "data"), levels = levels))
+  }
+  if (is.list(data)) {
+    for (i in seq_along(data)) {
+      d <- data[[i]]
+      if (is.factor(d)) {
+        data[[i]] <- take(d, paste("dataset", i))
+      } else if (is.list(d) && !is.data.frame(d)) {
+        for (k in seq_along(d)) {
+          if (is.factor(d[[k]])) {
+            d[[k]] <- take(d[[k]], paste0("dataset ", i, ", sequence ", k))
+          }
+        }
+        data[[i]] <- d
+      }
+    }
+  }
+  list(data = data, levels = levels)
+}
+
+# A sequence of a fit's symbols (a factor or text) -> the numbers Python takes.
+symbol_codes <- function(s, levels, label) {
+  codes <- match(as.character(s), levels)
+  bad <- !is.na(s) & is.na(codes)
+  if (any(bad)) {
+    stop(label, " has symbols the fit does not know (", paste(utils::head(unique(
+      as.character(s[bad])), 5L), collapse = ", "), "); its symbols are ",
+      paste(utils::head(levels, 10L), collapse = ", "), ".",
+      call. = FALSE
+    )
+  }
+  as.double(codes - 1L)
 }

@@ -9,6 +9,8 @@ r_message <- function(msg, terms = NULL) {
   interface <- if (is.null(terms$interface)) "fit_mixture" else terms$interface
   if (identical(ids, "position")) {
     msg <- shift_dataset_numbers(msg)
+  } else if (is.list(ids)) { # codes of a factor or text column -> its labels
+    msg <- relabel_numbers(msg, "dataset", function(k) paste0("'", ids$levels[k], "'"))
   }
   hmm <- identical(interface, "fit_hmm")
   if (hmm) {

@@ -33,12 +33,9 @@ bulkem_available <- function(verbose = FALSE) {
     )))
   }
   python <- python_path()
-  module <- tryCatch(
-    reticulate::import("bulkem", convert = FALSE),
-    error = function(e) e
-  )
-  if (inherits(module, "error")) {
-    msg <- conditionMessage(module)
+  imported <- tryCatch(import_bulkem(), error = function(e) e)
+  if (inherits(imported, "error")) {
+    msg <- conditionMessage(imported)
     missing <- grepl("No module named 'bulkem'", msg, fixed = TRUE) ||
       grepl("not found", msg, fixed = TRUE)
     reason <- if (missing) {
@@ -57,14 +54,18 @@ bulkem_available <- function(verbose = FALSE) {
     }
     return(answer(FALSE, reason, python))
   }
+  module <- imported$module
   builtins <- reticulate::import_builtins(convert = FALSE)
   version <- reticulate::py_to_r(builtins$getattr(module, "__version__", "unknown"))
   if (!reticulate::py_has_attr(module, "fit")) {
+    where <- reticulate::py_to_r(builtins$getattr(module, "__file__", "an unknown place"))
     return(answer(FALSE, paste0(
-      "The bulkem module found at ", python, " (version ", version,
-      ") has no fit(); it is too old or incomplete. Reinstall it with install_bulkem()."
+      "The bulkem module that the Python at ", python, " imports (from ", where,
+      ", version ", version, ") has no fit(); it is too old or incomplete. ",
+      "Reinstall it with install_bulkem() (then restart R)."
     ), python, version))
   }
+  .state$module <- module
   reason <- paste0("bulkem ", version, " found in the Python at ", python)
   .state$available <- TRUE
   .state$reason <- reason
@@ -78,7 +79,52 @@ bulkem_module <- function() {
   if (!isTRUE(ok)) {
     stop(attr(ok, "reason"), call. = FALSE)
   }
-  bulkem_py
+  .state$module
+}
+
+# Imports the installed Python module even where a folder named "bulkem" (such
+# as the R package's own folder inside bulkem.Rcheck/, or a user's project
+# folder) lies in the working directory or elsewhere on sys.path: Python takes
+# such a folder, having no __init__.py, for a namespace package before it asks
+# an editable install's finder, and "bulkem" then has no fit(). Those entries
+# are left out of sys.path for this one import. Returns list(module =, hidden =)
+# (the folders skipped); an error when no real bulkem module is found.
+import_bulkem <- function() {
+  if (is.null(.state$importer)) {
+    code <- paste(
+      "def import_bulkem():",
+      "    import importlib, os, sys",
+      "    def folder(entry):",
+      "        return os.path.join(entry or os.getcwd(), 'bulkem')",
+      "    def hides(entry):",
+      "        d = folder(entry)",
+      "        return os.path.isdir(d) and not os.path.isfile(os.path.join(d, '__init__.py'))",
+      "    mod = sys.modules.get('bulkem')",
+      "    if mod is not None and getattr(mod, '__file__', None) is not None:",
+      "        return mod, []",
+      "    for name in [m for m in sys.modules if m == 'bulkem' or m.startswith('bulkem.')]:",
+      "        del sys.modules[name]",
+      "    saved = list(sys.path)",
+      "    hidden = [p for p in saved if isinstance(p, str) and hides(p)]",
+      "    sys.path[:] = [p for p in saved if p not in hidden]",
+      "    try:",
+      "        mod = importlib.import_module('bulkem')",
+      "    finally:",
+      "        sys.path[:] = saved",
+      "    if getattr(mod, '__file__', None) is None:",
+      "        raise ModuleNotFoundError(\"No module named 'bulkem' (only a folder named \"",
+      "                                  \"bulkem without __init__.py)\")",
+      "    return mod, [os.path.abspath(folder(p)) for p in hidden]",
+      sep = "\n"
+    )
+    env <- reticulate::py_run_string(code, local = TRUE, convert = FALSE)
+    .state$importer <- reticulate::py_get_item(env, "import_bulkem")
+  }
+  out <- reticulate::py_call(.state$importer)
+  list(
+    module = reticulate::py_get_item(out, 0L),
+    hidden = as.character(unlist(reticulate::py_to_r(reticulate::py_get_item(out, 1L))))
+  )
 }
 
 # Calls a Python function; a Python exception becomes an R error, and Python

@@ -6,7 +6,8 @@ fields <- c(
 test_that("bulkem() returns the original interface, filled from the Python fit", {
   skip_if_no_bulkem()
   data <- demo_data(3L, 300L, 21L)
-  fits <- bulkem(data$r, random.inits = 3, max.iters = 60, use.gpu = FALSE, seed = 17)
+  fits <- suppressWarnings(classes = "bulkem_not_converged", # one of 3 stops at 60
+    bulkem(data$r, random.inits = 3, max.iters = 60, use.gpu = FALSE, seed = 17))
   expect_type(fits, "list")
   expect_length(fits, 3L)
   expect_null(names(fits))

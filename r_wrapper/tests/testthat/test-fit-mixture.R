@@ -100,3 +100,117 @@ test_that("mixture_density() equals the inverse-Gaussian mixture from statmod", 
   }
   expect_error(mixture_density(list(), 1, x), "must be the result of fit_mixture")
 })
+
+test_that("set.seed() makes a fit with seed = NULL reproducible", {
+  skip_if_no_bulkem()
+  data <- demo_data(2L, 200L, 6L)
+  quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
+  set.seed(42)
+  a <- quiet(fit_mixture(data$r, starts = 3, backend = "cpu"))
+  set.seed(42)
+  b <- quiet(fit_mixture(data$r, starts = 3, backend = "cpu"))
+  expect_identical(attr(a, "seed"), attr(b, "seed"))
+  expect_identical(a$start_values, b$start_values)
+  expect_identical(a$components, b$components)
+  set.seed(43)
+  c <- quiet(fit_mixture(data$r, starts = 3, backend = "cpu"))
+  expect_false(identical(attr(c, "seed"), attr(a, "seed")))
+  # the original interface too
+  set.seed(7)
+  o1 <- quiet(bulkem(data$r, random.inits = 2, use.gpu = FALSE))
+  set.seed(7)
+  o2 <- quiet(bulkem(data$r, random.inits = 2, use.gpu = FALSE))
+  expect_identical(o1, o2)
+  # and the seed drawn is one of R's random numbers: the stream moved on
+  set.seed(42)
+  first <- stats::runif(1)
+  set.seed(42)
+  quiet(fit_mixture(data$r[1], starts = 1, backend = "cpu"))
+  expect_false(identical(stats::runif(1), first))
+})
+
+test_that("fits stopped at max_iter give one warning per call, with their count", {
+  skip_if_no_bulkem()
+  data <- demo_data(3L, 300L, 11L)
+  n_warnings <- 0L
+  fit <- withCallingHandlers(
+    fit_mixture(data$r, starts = 2, max_iter = 2, tol = 0, seed = 1, backend = "cpu"),
+    warning = function(w) {
+      n_warnings <<- n_warnings + 1L
+      expect_s3_class(w, "bulkem_not_converged")
+      expect_match(conditionMessage(w), paste0(
+        "3 of 3 fits did not converge: they stopped at max_iter = 2 with the log-likelihood ",
+        "still changing by more than tol = 0. Increase max_iter, or see fit$summary$status."
+      ), fixed = TRUE)
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_equal(n_warnings, 1L)
+  expect_true(all(fit$summary$status == "max_iter"))
+  expect_warning(
+    bulkem(data$r[1], max.iters = 2, epsilon = 0, use.gpu = FALSE, seed = 1),
+    "1 of 1 fit did not converge: it stopped at max.iters = 2", fixed = TRUE
+  )
+  expect_no_warning(fit_mixture(data$r[1], starts = 2, max_iter = 1000, seed = 1,
+                                backend = "cpu"))
+})
+
+test_that("multi-dimensional Gaussian mixtures: matrices, value_col vectors, reg_covar, init_method", {
+  skip_if_no_bulkem()
+  set.seed(5)
+  draw <- function(n) {
+    z <- stats::runif(n) < 0.4
+    cbind(x1 = stats::rnorm(n, ifelse(z, 0, 4)), x2 = stats::rnorm(n, ifelse(z, 0, -3), 0.5))
+  }
+  m1 <- draw(150)
+  m2 <- draw(120)
+  fit <- fit_mixture(list(m1, m2), family = "gaussian", starts = 3, seed = 2, max_iter = 500,
+                     backend = "cpu")
+  expect_identical(attr(fit, "n_dims"), 2L)
+  expect_true(all(c("mean_1", "mean_2", "var_1", "var_2") %in% names(fit$components)))
+  expect_equal(fit$summary$n_obs, c(150L, 120L))
+  # the same as Python on the same arrays
+  py <- py_bulkem()$fit(list(bulkem:::py_hmm_array(m1), bulkem:::py_hmm_array(m2)),
+    family = "gaussian", n_starts = 3L, seed = 2L, max_iter = 500L, backend = "cpu",
+    progress = FALSE)
+  expect_equal(fit$summary$loglik, py_col(py$summary, "loglik"), tolerance = 1e-12)
+  # a long data.frame with value_col naming the columns; other columns are not values
+  long <- data.frame(id = rep(c("a", "b"), c(150, 120)), rbind(m1, m2), note = 1)
+  byname <- fit_mixture(long, family = "gaussian", dataset_col = "id",
+                        value_col = c("x1", "x2"), starts = 3, seed = 2, max_iter = 500,
+                        backend = "cpu")
+  expect_identical(byname$summary$dataset, c("a", "b"))
+  expect_equal(byname$summary$loglik, fit$summary$loglik, tolerance = 1e-10)
+  # reg_covar and init_method reach Python
+  sub <- suppressWarnings(classes = "bulkem_not_converged",
+    fit_mixture(list(m1), family = "gaussian", starts = 2, seed = 2, backend = "cpu",
+                init_method = "subset", reg_covar = 0.5))
+  expect_true(all(sub$components$var_1 >= 0.5))
+  expect_error(fit_mixture(list(m1), family = "gaussian", init_method = "nope"),
+               "unknown init_method \"nope\"")
+  # densities and classes with a matrix of points
+  pts <- rbind(c(0, 0), c(4, -3))
+  p <- predict(fit, pts, dataset = 1)
+  expect_identical(p$classification, c(1L, 2L))
+  z_py <- bulkem:::py_matrix(attr(fit, "python")$predict_proba(0L, bulkem:::py_hmm_array(pts)))
+  expect_equal(unname(p$z), z_py, tolerance = 1e-10)
+  d_py <- bulkem:::py_numbers(attr(fit, "python")$density(0L, bulkem:::py_hmm_array(pts)))
+  expect_equal(mixture_density(fit, 1, pts), d_py, tolerance = 1e-10)
+  expect_error(mixture_density(fit, 1, c(0, 1)), "this fit has 2 dimensions")
+  expect_error(plot(fit), "plot() draws one-dimensional mixtures", fixed = TRUE)
+  # several value columns for a one-dimensional family: refused, with what to do
+  expect_error(fit_mixture(long, dataset_col = "id", value_col = c("x1", "x2")),
+               "only family = \"gaussian\" fits several dimensions", fixed = TRUE)
+  expect_error(fit_mixture(list(m1)), "pass family = \"gaussian\"", fixed = TRUE)
+})
+
+test_that("fit_mixture() refuses the families it does not serve, saying what does", {
+  expect_error(fit_mixture(list(1:5), family = "hmm"), "fitted by fit_hmm(data, components",
+               fixed = TRUE)
+  expect_error(fit_mixture(list(1:5), family = "tmap"),
+               "use bulkem.fit(family = \"tmap\") in Python", fixed = TRUE)
+  for (family in c("ar", "local_level")) {
+    expect_error(fit_mixture(list(1:5), family = family),
+                 paste0("fitted by fit_ssm(data, model = \"", family, "\")"), fixed = TRUE)
+  }
+})

@@ -209,8 +209,9 @@ test_that("init takes hmmlearn's shapes: one start, or a first dimension of star
   data <- hmm_data()
   fit <- fit_hmm(data$r, 2, symbols = 3, starts = 2, seed = 7, backend = "cpu")
   p <- hmm_params(fit, 1)
-  again <- fit_hmm(data$r[1], 2, symbols = 3, starts = 1, init = p, max_iter = 2, seed = 1,
-                   backend = "cpu")
+  again <- suppressWarnings(classes = "bulkem_not_converged",
+    fit_hmm(data$r[1], 2, symbols = 3, starts = 1, init = p, max_iter = 2, seed = 1,
+            backend = "cpu"))
   sv <- again$start_values
   expect_equal(sv$startprob, p$startprob, tolerance = 1e-15)
   expect_equal(sv$prob_1, p$emissionprob[, 2], tolerance = 1e-15)
@@ -223,8 +224,9 @@ test_that("init takes hmmlearn's shapes: one start, or a first dimension of star
     transmat = aperm(array(c(p$transmat, q$transmat), c(2, 2, 2)), c(3, 1, 2)),
     emissionprob = aperm(array(c(p$emissionprob, q$emissionprob), c(2, 3, 2)), c(3, 1, 2))
   )
-  many <- fit_hmm(data$r[1], 2, symbols = 3, starts = 3, init = two, max_iter = 2, seed = 1,
-                  backend = "cpu")
+  many <- suppressWarnings(classes = "bulkem_not_converged",
+    fit_hmm(data$r[1], 2, symbols = 3, starts = 3, init = two, max_iter = 2, seed = 1,
+            backend = "cpu"))
   sv <- many$start_values
   expect_equal(sv$startprob[sv$start == 2], c(0.3, 0.7))
   expect_equal(sv$startprob[sv$start == 1], p$startprob, tolerance = 1e-15)
@@ -338,7 +340,8 @@ test_that("bad arguments and data are refused in R's terms", {
     expect_true(is.character(err) && grepl(case[[2]], err, fixed = TRUE),
                 info = paste(deparse(case[[1]]), "->", err, "| expected:", case[[2]]))
   }
-  fit <- fit_hmm(hmm_data()$r, 2, symbols = 3, starts = 1, seed = 1, backend = "cpu")
+  fit <- suppressWarnings(classes = "bulkem_not_converged",
+    fit_hmm(hmm_data()$r, 2, symbols = 3, starts = 1, seed = 1, backend = "cpu"))
   expect_error(hmm_decode(fit, 1, list()), "`sequences` is an empty list")
   expect_error(hmm_decode(fit, 1, matrix(0, 3, 2)), "`sequences` is a matrix")
   expect_error(hmm_decode(fit, 1, list(c(0, 1), "a")), "sequence 2 is text (character)",
@@ -346,5 +349,41 @@ test_that("bad arguments and data are refused in R's terms", {
   expect_error(hmm_sample(fit, 1, n_sequences = 0), "must be >= 1")
   expect_error(hmm_decode(fit_mixture(c(1, 2, 3, 4, 5, 6, 7), components = 1, starts = 1),
                           1, 1), "`fit` must be the result of fit_hmm(), got a bulkem_fit.",
+               fixed = TRUE)
+})
+
+test_that("factors are categorical symbols: level k is symbol k, named by the level", {
+  skip_if_no_bulkem()
+  set.seed(4)
+  rolls <- lapply(1:3, function(i) sample(1:6, 60, replace = TRUE))
+  dice <- lapply(rolls, factor, levels = 1:6)
+  quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
+  fit <- quiet(fit_hmm(list(dice), 2, starts = 2, seed = 1, backend = "cpu"))
+  expect_identical(attr(fit, "n_symbols"), 6L) # not 7 with a never-seen 0
+  expect_identical(attr(fit, "symbol_levels"), as.character(1:6))
+  expect_identical(grep("^prob_", names(fit$components), value = TRUE), paste0("prob_", 1:6))
+  # the same fit as the numbers 0..5
+  num <- quiet(fit_hmm(list(lapply(rolls, function(r) r - 1)), 2, starts = 2, seed = 1,
+                       backend = "cpu"))
+  expect_equal(fit$summary$loglik, num$summary$loglik)
+  expect_equal(unname(as.matrix(fit$components[, paste0("prob_", 1:6)])),
+               unname(as.matrix(num$components[, paste0("prob_", 0:5)])))
+  # the methods take the factor's symbols, and sample gives them back
+  expect_equal(hmm_score(fit, 1, dice[[1]]), hmm_score(num, 1, rolls[[1]] - 1))
+  expect_equal(hmm_decode(fit, 1, dice[[2]]), hmm_decode(num, 1, rolls[[2]] - 1))
+  drawn <- hmm_sample(fit, 1, length = 20, seed = 2)
+  expect_s3_class(drawn$value, "factor")
+  expect_identical(levels(drawn$value), as.character(1:6))
+  expect_error(hmm_score(fit, 1, factor(c("1", "9"))), "symbols the fit does not know (9)",
+               fixed = TRUE)
+  # letters in a long data.frame
+  dna <- data.frame(dataset = 1L, sequence = rep(1:2, each = 30),
+                    value = factor(sample(c("A", "C", "G", "T"), 60, replace = TRUE)))
+  f2 <- quiet(fit_hmm(dna, 2, starts = 2, seed = 1, backend = "cpu"))
+  expect_identical(grep("^prob_", names(f2$components), value = TRUE),
+                   c("prob_A", "prob_C", "prob_G", "prob_T"))
+  expect_error(fit_hmm(list(factor("a"), factor("b")), 2), "give every sequence the same levels")
+  # a factor of labels is no numbers for a mixture; the advice says where it goes
+  expect_error(fit_mixture(factor(c("a", "b"))), "fit_hmm(emission = \"categorical\")",
                fixed = TRUE)
 })

@@ -56,8 +56,9 @@ test_that("Python errors reach R in R's terms", {
   }
   # the data.frame's columns can be named
   long <- data.frame(id = rep(1:2, each = 7), x = unlist(x))
-  named <- fit_mixture(long, dataset_col = "id", value_col = "x", starts = 1, seed = 1,
-                       backend = "cpu")
+  named <- suppressWarnings(classes = "bulkem_not_converged",
+    fit_mixture(long, dataset_col = "id", value_col = "x", starts = 1, seed = 1,
+                backend = "cpu"))
   expect_identical(named$summary$dataset, 1:2)
 })
 
@@ -183,9 +184,54 @@ test_that("NA values make that dataset invalid_data and the rest is fitted", {
   expect_true(all(is.finite(fits[[1]]$mu)))
   # NaN, Inf and non-positive values are treated alike
   expect_warning(
-    f2 <- fit_mixture(list(c(1, 2, Inf, 4, 5, 6), c(1, 2, -3, 4, 5, 6), x[[1]]), starts = 1),
+    f2 <- suppressWarnings(classes = "bulkem_not_converged",
+      fit_mixture(list(c(1, 2, Inf, 4, 5, 6), c(1, 2, -3, 4, 5, 6), x[[1]]), starts = 1)),
     "2 of 3 datasets are invalid"
   )
   expect_match(f2$summary$message[1], "1 of 6 values is NaN or infinite", fixed = TRUE)
   expect_match(f2$summary$message[2], "1 of 6 values is <= 0", fixed = TRUE)
+})
+
+test_that("a factor dataset column comes back as that factor, datasets in level order", {
+  skip_if_no_bulkem()
+  data <- demo_data(3L, 100L, 13L)
+  quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
+  long <- data.frame(
+    dataset = factor(rep(c("b", "c", "a"), each = 100), levels = c("a", "b", "c", "unused")),
+    value = unlist(data$r)
+  )
+  fit <- quiet(fit_mixture(long, starts = 2, seed = 3, backend = "cpu"))
+  expect_s3_class(fit$summary$dataset, "factor")
+  expect_identical(levels(fit$summary$dataset), c("a", "b", "c", "unused"))
+  expect_identical(as.character(fit$summary$dataset), c("a", "b", "c"))
+  expect_s3_class(fit$components$dataset, "factor")
+  # the same fits as the datasets by name
+  named <- quiet(fit_mixture(list(a = data$r[[3]], b = data$r[[1]], c = data$r[[2]]),
+                             starts = 2, seed = 3, backend = "cpu"))
+  expect_equal(fit$summary$loglik, named$summary$loglik)
+  expect_equal(fit$components$mu, named$components$mu)
+  expect_equal(mixture_density(fit, "c", 1:3), mixture_density(named, "c", 1:3))
+  pdf(NULL)
+  expect_identical(plot(fit, dataset = "b"), fit) # the Python id of a level
+  dev.off()
+  # text: first appearance, as before, and text back
+  long$dataset <- as.character(long$dataset)
+  txt <- quiet(fit_mixture(long, starts = 2, seed = 3, backend = "cpu"))
+  expect_identical(txt$summary$dataset, c("b", "c", "a"))
+  expect_equal(txt$summary$loglik, named$summary$loglik[c(2, 3, 1)])
+  expect_error(mixture_density(fit, "zz", 1), "dataset \"zz\" has no fit: no such dataset.",
+               fixed = TRUE)
+})
+
+test_that("a long data.frame with a text id crosses to Python as integer codes (fast)", {
+  skip_if_no_bulkem()
+  set.seed(1)
+  n <- 2000L
+  long <- data.frame(dataset = rep(sprintf("g%04d", seq_len(n)), each = 200L),
+                     value = rgamma(n * 200L, 2))
+  took <- system.time(data <- bulkem:::py_datasets(long))[["elapsed"]]
+  expect_lt(took, 10) # 400,000 strings as Python objects took about a minute
+  expect_identical(data$ids$levels, sprintf("g%04d", seq_len(n)))
+  expect_identical(reticulate::py_to_r(data$py$dtypes$astype("str")$tolist()),
+                   c("int64", "float64"))
 })

@@ -86,3 +86,33 @@ test_that("in the bulkem repository reticulate is not told it is a Poetry projec
   expect_identical(bulkem:::without_false_poetry(getOption("reticulate.poetry.project")),
                    "/somewhere")
 })
+
+test_that("a folder named bulkem in the working directory does not hide the Python module", {
+  skip_if_no_bulkem()
+  # A new R session (the module is imported once per session), started in a
+  # folder holding bulkem/ as bulkem.Rcheck/ does: Python would take that
+  # folder for a namespace package named bulkem, without fit().
+  dir <- tempfile("wd")
+  dir.create(file.path(dir, "bulkem"), recursive = TRUE)
+  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  script <- file.path(dir, "check.R")
+  writeLines(c(
+    "library(bulkem)",
+    "ok <- bulkem_available()",
+    "cat('AVAILABLE', isTRUE(ok), attr(ok, 'reason'), '\\n')",
+    "fit <- fit_mixture(list(c(1.2, 0.8, 1.1, 3.5, 2.9, 3.1, 0.9, 3.3)), starts = 2,",
+    "                   seed = 1, backend = 'cpu')",
+    "cat('STATUS', fit$summary$status, '\\n')"
+  ), script)
+  python <- attr(bulkem_available(), "python")
+  out <- withr_local_wd(dir, suppressWarnings(system2(
+    file.path(R.home("bin"), "Rscript"), c("--vanilla", "check.R"),
+    stdout = TRUE, stderr = TRUE,
+    env = c(paste0("RETICULATE_PYTHON=", python),
+            paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)))
+  )))
+  expect_true(any(grepl("^AVAILABLE TRUE bulkem .* found in the Python at", out)),
+    info = paste(out, collapse = "\n"))
+  expect_true(any(grepl("^STATUS (converged|max_iter)", out)), info = paste(out, collapse = "\n"))
+  expect_false(any(grepl("too old or incomplete", out)))
+})

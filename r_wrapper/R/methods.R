@@ -1,0 +1,326 @@
+# R's standard methods for fits (logLik, AIC/BIC through it, nobs, coef,
+# summary, predict, as.data.frame, `[` by dataset). They read the fit's R
+# tables only, never the Python object, so a fit saved with saveRDS() and read
+# back in a new session keeps working.
+
+# The families whose densities the R side computes from the components table.
+mixture_families <- c("invgauss", "gaussian")
+
+# Free parameters of one dataset's model, from the summary (aic = -2 loglik + 2 df).
+fit_df <- function(summary) {
+  ok <- is.finite(summary$aic) & is.finite(summary$loglik)
+  if (!any(ok)) {
+    return(NA_integer_)
+  }
+  as.integer(round((summary$aic[ok][1L] + 2 * summary$loglik[ok][1L]) / 2))
+}
+
+logLik.bulkem_fit <- function(object, ...) {
+  s <- object$summary
+  structure(s$loglik, df = fit_df(s), nobs = s$n_obs, class = "logLik")
+}
+
+logLik.bulkem_hmm <- logLik.bulkem_fit
+
+nobs.bulkem_fit <- function(object, ...) object$summary$n_obs
+
+nobs.bulkem_hmm <- nobs.bulkem_fit
+
+# The parameter columns of the components table (all but the keys).
+param_columns <- function(components) {
+  setdiff(names(components), c("dataset", "component", "state"))
+}
+
+coef.bulkem_fit <- function(object, ...) {
+  s <- object$summary
+  comp <- object$components
+  m <- attr(object, "n_components")
+  cols <- param_columns(comp)
+  out <- matrix(NA_real_, nrow(s), length(cols) * m,
+    dimnames = list(as.character(s$dataset),
+                    paste0(rep(cols, each = m), "[", rep(seq_len(m), length(cols)), "]"))
+  )
+  row <- match(as.character(comp$dataset), as.character(s$dataset))
+  for (k in seq_along(cols)) {
+    out[cbind(row, (k - 1L) * m + comp$component)] <- comp[[cols[k]]]
+  }
+  out
+}
+
+summary.bulkem_fit <- function(object, ...) {
+  s <- object$summary
+  structure(
+    list(
+      family = attr(object, "family"),
+      n_components = attr(object, "n_components"),
+      n_dims = if (is.null(attr(object, "n_dims"))) 1L else attr(object, "n_dims"),
+      backend = attr(object, "backend"),
+      seed = attr(object, "seed"),
+      df = fit_df(s),
+      status = table(factor(s$status,
+        levels = unique(c("converged", "max_iter", "failed", "invalid_data", s$status))
+      )),
+      fits = s[, c("dataset", "n_obs", "status", "loglik", "n_iter", "aic", "bic")],
+      components = object$components
+    ),
+    class = "summary.bulkem_fit"
+  )
+}
+
+print.summary.bulkem_fit <- function(x, max_datasets = 5L, digits = 4L, ...) {
+  n <- nrow(x$fits)
+  cat(sprintf("bulkem fit: %s mixture, %d components, %d dataset%s (backend %s, seed %.0f)\n",
+    x$family, x$n_components, n, if (n == 1L) "" else "s", x$backend, x$seed))
+  cat(sprintf("free parameters per dataset: %s\n", format(x$df)))
+  counts <- x$status[x$status > 0L]
+  cat("status:", paste(names(counts), counts, collapse = ", "), "\n")
+  for (i in seq_len(min(n, max_datasets))) {
+    f <- x$fits[i, ]
+    cat(sprintf("\nDataset %s: n = %d, %s", format(f$dataset), f$n_obs, f$status))
+    if (is.finite(f$loglik)) {
+      cat(sprintf(" after %d iterations\nlog-likelihood %s, AIC %s, BIC %s\n", f$n_iter,
+        format(f$loglik, digits = digits + 3L), format(f$aic, digits = digits + 3L),
+        format(f$bic, digits = digits + 3L)))
+      rows <- x$components[as.character(x$components$dataset) == as.character(f$dataset), ,
+                           drop = FALSE]
+      rows$dataset <- NULL
+      print(rows, row.names = FALSE, digits = digits)
+    } else {
+      cat(" (no fitted parameters)\n")
+    }
+  }
+  if (n > max_datasets) {
+    cat(sprintf("\n... %d more datasets (summary(fit)$fits has them all)\n", n - max_datasets))
+  }
+  invisible(x)
+}
+
+as.data.frame.bulkem_fit <- function(x, row.names = NULL, optional = FALSE,
+                                     table = "summary", ...) {
+  tables <- names(unclass(x))
+  if (!is.character(table) || length(table) != 1L || !table %in% tables) {
+    stop("`table` must be one of ", paste0("\"", tables, "\"", collapse = ", "), ", got ",
+      paste(deparse(table), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  out <- unclass(x)[[table]]
+  if (!is.null(row.names)) {
+    row.names(out) <- row.names
+  }
+  out
+}
+
+as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
+
+# fit[i]: the datasets i (ids as in fit$summary$dataset, or positions for a
+# fit whose datasets have names), every table cut to them.
+`[.bulkem_fit` <- function(x, i) {
+  s <- x$summary
+  ids <- s$dataset
+  if (missing(i)) {
+    return(x)
+  }
+  pos <- if (is.logical(i)) {
+    if (length(i) != length(ids)) {
+      stop("A logical index must have one value per dataset (", length(ids), "), got ",
+        length(i), ".",
+        call. = FALSE
+      )
+    }
+    which(i)
+  } else if (is.numeric(i) && !is.numeric(ids)) {
+    if (any(i < 1 | i > length(ids) | i != round(i))) {
+      stop("Dataset positions must be whole numbers in 1..", length(ids), ".", call. = FALSE)
+    }
+    as.integer(i)
+  } else {
+    found <- match(as.character(i), as.character(ids))
+    if (anyNA(found)) {
+      stop("This fit has no dataset ", paste(deparse(i[is.na(found)][1L]), collapse = ""),
+        "; its datasets are ", paste(utils::head(format(ids), 10L), collapse = ", "),
+        if (length(ids) > 10L) ", ..." else "", ".",
+        call. = FALSE
+      )
+    }
+    found
+  }
+  keep <- as.character(ids[pos])
+  out <- unclass(x)
+  for (name in names(out)) {
+    tab <- out[[name]]
+    if (identical(name, "summary")) {
+      tab <- tab[pos, , drop = FALSE]
+    } else {
+      rows <- which(as.character(tab$dataset) %in% keep)
+      rows <- rows[order(match(as.character(tab$dataset[rows]), keep))]
+      tab <- tab[rows, , drop = FALSE]
+    }
+    row.names(tab) <- NULL
+    out[[name]] <- tab
+  }
+  attrs <- attributes(x)
+  for (a in c("sequence_lengths", "sequence_labels")) {
+    if (!is.null(attrs[[a]])) attrs[[a]] <- attrs[[a]][pos]
+  }
+  attrs$names <- names(out)
+  attributes(out) <- attrs
+  out
+}
+
+`[.bulkem_hmm` <- `[.bulkem_fit`
+
+predict.bulkem_fit <- function(object, newdata, dataset = NULL, ...) {
+  if (missing(newdata)) {
+    stop("`newdata` is missing: pass the values to classify (a numeric vector",
+      if (identical(attr(object, "family"), "gaussian")) ", or a matrix with a row per point" else "",
+      "), e.g. predict(fit, x, dataset = 1).",
+      call. = FALSE
+    )
+  }
+  terms <- log_terms(object, one_dataset(object, dataset), newdata)
+  z <- posterior(terms$base, terms$logq)
+  colnames(z) <- paste0("component_", seq_len(ncol(z)))
+  list(classification = max.col(z, ties.method = "first"), z = z)
+}
+
+# The one dataset a method works on: `dataset`, or the fit's only one.
+one_dataset <- function(fit, dataset) {
+  ids <- fit$summary$dataset
+  if (is.null(dataset)) {
+    if (length(ids) != 1L) {
+      stop("This fit has ", length(ids), " datasets; say which with `dataset = ` ",
+        "(one of fit$summary$dataset).",
+        call. = FALSE
+      )
+    }
+    return(ids[[1L]])
+  }
+  if (length(dataset) != 1L) {
+    stop("`dataset` must be one dataset id, as in fit$summary$dataset.", call. = FALSE)
+  }
+  if (!as.character(dataset) %in% as.character(ids)) {
+    stop("dataset ", dataset_label(dataset), " has no fit: no such dataset.", call. = FALSE)
+  }
+  ids[[match(as.character(dataset), as.character(ids))]]
+}
+
+dataset_label <- function(id) {
+  if (is.character(id) || is.factor(id)) paste0("\"", as.character(id), "\"") else format(id)
+}
+
+# One dataset's fitted components, in table order; an error when it has none.
+dataset_components <- function(fit, dataset) {
+  family <- attr(fit, "family")
+  if (!family %in% mixture_families) {
+    stop("This works on inverse-Gaussian and Gaussian mixtures; this fit is of family \"",
+      family, "\".",
+      call. = FALSE
+    )
+  }
+  rows <- fit$components[as.character(fit$components$dataset) == as.character(dataset), ,
+                         drop = FALSE]
+  if (nrow(rows) == 0L) {
+    status <- fit$summary$status[as.character(fit$summary$dataset) == as.character(dataset)]
+    stop("dataset ", dataset_label(dataset), " has no fit: its status is \"", status, "\".",
+      call. = FALSE
+    )
+  }
+  rows[order(rows$component), , drop = FALSE]
+}
+
+# Points as a matrix with a row per point and a column per dimension.
+as_points <- function(x, n_dims) {
+  if (is.data.frame(x)) {
+    x <- as.matrix(x)
+  }
+  if (!is.numeric(x) && !(is.logical(x) && all(is.na(x)))) {
+    stop("The points are ", not_numbers(x), call. = FALSE)
+  }
+  if (is.matrix(x)) {
+    if (ncol(x) != n_dims) {
+      stop("The points are a matrix with ", ncol(x), " columns; expected ", n_dims,
+        " (one per dimension of the fit).",
+        call. = FALSE
+      )
+    }
+    storage.mode(x) <- "double"
+    return(x)
+  }
+  if (n_dims != 1L) {
+    stop("The points are a vector; this fit has ", n_dims, " dimensions: pass a matrix ",
+      "with a row per point and ", n_dims, " columns.",
+      call. = FALSE
+    )
+  }
+  matrix(as.double(x), ncol = 1L)
+}
+
+# Each component's log density at each point as base - exp(logq): base holds
+# the weight and the normalising term, logq the log of the quadratic term
+# (n x M matrices), as FitResult's family does in Python.
+log_terms <- function(fit, dataset, x) {
+  rows <- dataset_components(fit, dataset)
+  family <- attr(fit, "family")
+  n_dims <- if (identical(family, "gaussian")) sum(startsWith(names(rows), "mean_")) else 1L
+  x <- as_points(x, n_dims)
+  n <- nrow(x)
+  m <- nrow(rows)
+  base <- logq <- matrix(0, n, m)
+  if (identical(family, "invgauss")) {
+    v <- x[, 1L]
+    v[!(v > 0)] <- NA # no density at x <= 0
+    for (j in seq_len(m)) {
+      mu <- rows$mu[j]
+      lam <- rows$lambda[j]
+      base[, j] <- log(rows$weight[j]) + 0.5 * (log(lam) - log(2 * pi) - 3 * log(v))
+      logq[, j] <- log(lam) + 2 * log(abs(v - mu)) - log(2) - 2 * log(mu) - log(v)
+    }
+  } else {
+    for (j in seq_len(m)) {
+      q <- numeric(n)
+      b <- log(rows$weight[j])
+      for (d in seq_len(n_dims)) {
+        var <- rows[[paste0("var_", d)]][j]
+        q <- q + (x[, d] - rows[[paste0("mean_", d)]][j])^2 / var
+        b <- b - 0.5 * log(2 * pi * var)
+      }
+      base[, j] <- b
+      logq[, j] <- log(q / 2)
+    }
+  }
+  base[is.nan(base)] <- NA
+  logq[is.nan(logq)] <- NA
+  list(base = base, logq = logq)
+}
+
+# Posterior probabilities of the components (rows sum to 1). Where every
+# component's density underflows, the limit: the components with the
+# smallest quadratic term share the point in proportion to exp(base); where
+# the density is undefined everywhere (x <= 0 for the inverse Gaussian),
+# equal shares.
+posterior <- function(base, logq) {
+  lc <- base - exp(logq)
+  lc[is.na(lc)] <- -Inf
+  top <- apply(lc, 1L, max)
+  e <- exp(lc - ifelse(is.finite(top), top, 0))
+  for (r in which(!is.finite(top))) {
+    lq <- ifelse(is.na(logq[r, ]), Inf, logq[r, ])
+    near <- lq == min(lq)
+    b <- ifelse(near & !is.na(base[r, ]), base[r, ], -Inf)
+    bt <- max(b)
+    e[r, ] <- ifelse(near, exp(b - if (is.finite(bt)) bt else 0), 0)
+    if (!is.finite(sum(e[r, ])) || sum(e[r, ]) == 0) {
+      e[r, ] <- 1
+    }
+  }
+  e / rowSums(e)
+}
+
+# The fitted mixture density at each point: sum over components of exp(base - q).
+mixture_values <- function(fit, dataset, x) {
+  terms <- log_terms(fit, dataset, x)
+  lc <- terms$base - exp(terms$logq)
+  lc[is.na(lc)] <- -Inf
+  rowSums(exp(lc))
+}

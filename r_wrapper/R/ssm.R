@@ -1,0 +1,125 @@
+# Linear-Gaussian state-space models: fit_ssm() (AR(p) plus noise, or a local
+# level: bulkem.fit(family = "ar" | "local_level") in Python), the smoothed
+# signal and the log-likelihood of series under a fit.
+
+fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
+                    seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
+                    progress = FALSE, dataset_col = "dataset", series_col = "series",
+                    value_col = "value") {
+  one_string(model, "model")
+  if (!model %in% c("ar", "local_level")) {
+    stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
+      "walk plus noise), got \"", model, "\".",
+      call. = FALSE
+    )
+  }
+  one_string(dataset_col, "dataset_col")
+  one_string(series_col, "series_col")
+  one_string(value_col, "value_col")
+  one_number(tol, "tol")
+  module <- bulkem_module()
+  batch <- py_hmm_batch(data, FALSE, dataset_col, series_col, value_col)
+  terms <- list(ids = batch$ids, interface = "fit_ssm")
+  args <- list(
+    module$fit, batch$py,
+    family = model,
+    n_starts = py_int(starts, "starts"),
+    max_iter = py_int(max_iter, "max_iter"),
+    tol = as.double(tol),
+    seed = py_int(r_seed(seed), "seed"),
+    backend = backend,
+    dtype = dtype,
+    strict = isTRUE(strict),
+    progress = isTRUE(progress),
+    dataset_col = dataset_col,
+    value_col = value_col,
+    series_col = series_col,
+    .terms = terms
+  )
+  if (identical(model, "ar")) {
+    args$order <- py_int(order, "order")
+  }
+  py <- do.call(py_call, args)
+  tables <- r_tables(py, batch$ids)
+  warn_not_converged(tables$summary$status, max_iter, tol)
+  structure(
+    tables,
+    class = "bulkem_ssm",
+    backend = reticulate::py_to_r(py$backend),
+    seed = as.numeric(reticulate::py_str(py$seed)),
+    family = model,
+    order = if (identical(model, "ar")) as.integer(order) else NA_integer_,
+    elapsed = reticulate::py_to_r(py$elapsed),
+    ids = batch$ids,
+    sequence_lengths = batch$lengths,
+    sequence_labels = batch$labels,
+    python = py
+  )
+}
+
+print.bulkem_ssm <- function(x, ...) {
+  s <- x$summary
+  counts <- table(s$status)
+  what <- if (identical(attr(x, "family"), "ar")) {
+    sprintf("AR(%d) plus noise", attr(x, "order"))
+  } else {
+    "local level (random walk plus noise)"
+  }
+  cat(sprintf("bulkem fit: %s, %d dataset%s, backend %s, seed %.0f, %.3g s\n", what, nrow(s),
+    if (nrow(s) == 1L) "" else "s", attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")))
+  cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
+  cat("Tables: $summary, $components (one row per parameter), $starts, $start_values\n")
+  print(utils::head(s[, intersect(c("dataset", "n_obs", "status", "loglik", "n_iter", "bic",
+                                    "ar_radius"), names(s))], 10L))
+  if (nrow(s) > 10L) {
+    cat("... ", nrow(s) - 10L, " more datasets\n", sep = "")
+  }
+  invisible(x)
+}
+
+logLik.bulkem_ssm <- logLik.bulkem_fit
+
+nobs.bulkem_ssm <- nobs.bulkem_fit
+
+as.data.frame.bulkem_ssm <- as.data.frame.bulkem_fit
+
+`[.bulkem_ssm` <- `[.bulkem_fit`
+
+# The dataset's fitted parameters as a named vector (from the R table).
+coef.bulkem_ssm <- function(object, ...) {
+  comp <- object$components
+  s <- object$summary
+  params <- unique(comp$parameter)
+  out <- matrix(NA_real_, nrow(s), length(params),
+    dimnames = list(as.character(s$dataset), params)
+  )
+  out[cbind(match(as.character(comp$dataset), as.character(s$dataset)),
+            match(comp$parameter, params))] <- comp$value
+  out
+}
+
+ssm_smooth <- function(fit, dataset, series = 1) {
+  py <- python_of(fit, "bulkem_ssm", "fit_ssm")
+  id <- python_dataset_id(fit, dataset)
+  target <- if (is.numeric(series) && length(series) == 1L && !is.na(series) &&
+    series == round(series) && series >= 1) {
+    py_int(series - 1, "series") # a position, from 1
+  } else {
+    py_float_array(check_sequence(series, "`series`", FALSE))
+  }
+  out <- r_table(py_call(py$smooth, id, target, .terms = ssm_terms(fit)))
+  out$step <- out$step + 1L
+  out
+}
+
+ssm_score <- function(fit, dataset, series) {
+  py <- python_of(fit, "bulkem_ssm", "fit_ssm")
+  seqs <- if (is.list(series)) series else list(series)
+  arrays <- lapply(seq_along(seqs), function(k) {
+    py_float_array(check_sequence(seqs[[k]], paste0("series ", k), FALSE))
+  })
+  reticulate::py_to_r(py_call(py$score, python_dataset_id(fit, dataset),
+    reticulate::r_to_py(arrays), .terms = ssm_terms(fit)))
+}
+
+ssm_terms <- function(fit) list(ids = attr(fit, "ids"), interface = "fit_ssm")
