@@ -43,6 +43,28 @@ def backend(request, monkeypatch) -> str:
     return request.param
 
 
+def run_and_kill(argv: list[str], marker, timeout: float = 300) -> None:
+    """Run ``python argv...`` until it creates the file ``marker``, then kill -9 it."""
+    import signal
+    import subprocess
+    import time
+
+    child = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            assert child.poll() is None, child.stdout.read().decode()
+            assert time.monotonic() < deadline, "the child never reached chunk 1"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def demo(n_datasets: int, n_obs: int, seed: int) -> list[np.ndarray]:
     from bulkem.datasets import simulate_demo
 

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import demo
+from conftest import demo, run_and_kill
 
 import bulkem
 from bulkem import api, checkpoint, combine
@@ -163,20 +158,7 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path, count_fits):
     run, marker = tmp_path / "run", tmp_path / "in_chunk_1"
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(CHILD))
-    child = subprocess.Popen([sys.executable, str(script), str(run), str(marker)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists():
-            assert child.poll() is None, child.stdout.read().decode()
-            assert time.monotonic() < deadline, "the child never reached chunk 1"
-            time.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        assert child.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    run_and_kill([str(script), str(run), str(marker)], marker, timeout=240)
     assert checkpoint.RunDir(run).finished() == {0}
     (run / ".chunk-000001.tmp99999").mkdir()  # as a kill during a write leaves it
     (run / ".chunk-000001.tmp99999" / "summary.parquet").write_bytes(b"half")

@@ -6,20 +6,16 @@ iterations), once per family for the module, so that its kernels compile once.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_and_kill
 
 import bulkem
 from bulkem import api, checkpoint, combine
@@ -271,23 +267,6 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def _run_and_kill(argv: list[str], marker: Path) -> None:
-    child = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while not marker.exists():
-            assert child.poll() is None, child.stdout.read().decode()
-            assert time.monotonic() < deadline, "the child never reached chunk 1"
-            time.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        assert child.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fit_killed_then_resumed_equals_an_uninterrupted_run(made, tmp_path, family):
     df, kw, ref, _ = made(family)  # (compiles the family's kernels for the child's cache)
@@ -297,7 +276,7 @@ def test_fit_killed_then_resumed_equals_an_uninterrupted_run(made, tmp_path, fam
     script.write_text(textwrap.dedent(CHILD.format(per_fits=PER_CHUNK * N_STARTS,
                                                    kw={k: v for k, v in kw.items()
                                                        if k != "progress"})))
-    _run_and_kill([str(script), str(run), str(marker), str(data)], marker)
+    run_and_kill([str(script), str(run), str(marker), str(data)], marker)
     assert checkpoint.RunDir(run).finished() in ({0}, {0, 1})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -317,7 +296,7 @@ def test_cli_killed_leaves_readable_outputs_and_resume_completes(made, tmp_path,
             "--chunk-datasets", str(PER_CHUNK), "--quiet"]
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(CLI_CHILD))
-    _run_and_kill([str(script), str(marker), *argv], marker)
+    run_and_kill([str(script), str(marker), *argv], marker)
     for p in tmp_path.glob("fits*.parquet"):  # what is there is readable
         pd.read_parquet(p)
     with warnings.catch_warnings():
