@@ -7,10 +7,12 @@ few repeats, compilation excluded by a warm-up call of the same shapes):
     1,000), exact log-likelihood: bulkem on the CPU cores and, when a GPU is
     usable, on the GPU (end to end through ``kalman_loglik``, and the engine
     alone on the packed batch: data already on the GPU), beside simdkalman
-    (vectorised NumPy) on ``--simd-sample`` series and a statsmodels SARIMAX
-    loop on ``--sm-sample`` series; the baselines' rates are per series, so
-    the ratio compares throughput.  "shared" is the default path (series of
-    one model without missing values share the covariance recursion);
+    (vectorised NumPy) on ``--simd-sample`` series and statsmodels' SARIMAX on
+    ``--sm-sample`` series in a process pool of one worker per core, one BLAS
+    thread each (``baselines.py``; its one-core rate printed beside); the
+    baselines' rates are per series, so the ratio compares throughput.
+    "shared" is the default path (series of one model without missing values
+    share the covariance recursion);
     "per-series" forces every series through the full filter (the path of
     series with missing values).
 (b) One long series (``--long-steps``, issue: 10^6) of a 2-D random walk and
@@ -35,6 +37,7 @@ import argparse
 import datetime
 import os
 import platform
+import sys
 import time
 import warnings
 
@@ -48,6 +51,9 @@ import bulkem  # noqa: E402
 from bulkem import StateSpace  # noqa: E402
 from bulkem.engines import kalman_cpu  # noqa: E402
 from bulkem.ssm import pack_series  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from baselines import rates  # noqa: E402
 
 # An AR(10) with all roots inside the unit circle (the paper's background-noise model).
 AR10_ROOTS = [0.9, -0.8, 0.7, -0.6, 0.5, -0.4, 0.3, -0.2, 0.1, 0.05]
@@ -163,9 +169,8 @@ def section_a(args, gpu: bool) -> None:
     except ImportError:  # a pure-Python package: carry its wheel to a machine without it
         t_simd, ll_simd, rate_simd = np.nan, None, np.nan
     k_sm = min(args.sm_sample, n)
-    statsmodels_loglik(ys[:1], model)  # imports, first-call set-up
-    t_sm, ll_sm = best_of(lambda: statsmodels_loglik(ys[:k_sm], model), repeat=1)
-    rate_sm = k_sm / t_sm
+    rate_sm, core_sm, workers, ll_sm = rates(_statsmodels_one, [(y, model) for y in ys[:k_sm]])
+    ll_sm = np.array(ll_sm)
 
     def show(what, seconds, count, ll=None):
         rate = count / seconds
@@ -188,7 +193,8 @@ def section_a(args, gpu: bool) -> None:
         row("simdkalman", "not installed (pip install simdkalman)", "", "")
     else:
         show(f"simdkalman, {k_simd:,} series (vectorised NumPy)", t_simd, k_simd)
-    show(f"statsmodels SARIMAX loop, {k_sm} series", t_sm, k_sm)
+    show(f"statsmodels SARIMAX, {k_sm} series, pool of {workers}", k_sm / rate_sm, k_sm)
+    show("statsmodels SARIMAX, one core (1 BLAS thread)", 1 / core_sm, 1)
     # bulkem CPU
     small = pack(ys[:4], model)
     kalman_cpu.exact(small)
@@ -242,6 +248,12 @@ def simdkalman_loglik(y: np.ndarray, model: StateSpace) -> np.ndarray:
     # simdkalman leaves out the constant -1/2 log(2 pi) of each observed value
     n_obs = np.sum(~np.isnan(y), axis=-1)
     return np.asarray(res.log_likelihood) - 0.5 * np.log(2 * np.pi) * n_obs
+
+
+def _statsmodels_one(job) -> float:
+    """statsmodels' log-likelihood of one series (a pool worker's job)."""
+    y, model = job
+    return float(statsmodels_loglik([y], model)[0])
 
 
 def statsmodels_loglik(ys, model: StateSpace) -> np.ndarray:
@@ -406,7 +418,8 @@ def main() -> None:
     ap.add_argument("--n-steps", type=int, default=1_000)
     ap.add_argument("--simd-sample", type=int, default=2_000,
                     help="series given to simdkalman (its rate is per series)")
-    ap.add_argument("--sm-sample", type=int, default=30, help="series of the statsmodels loop")
+    ap.add_argument("--sm-sample", type=int, default=128,
+                    help="series of the statsmodels pool")
     ap.add_argument("--long-steps", type=int, default=1_000_000)
     ap.add_argument("--lengths", default="32,64,128,256,512,1024,2048,4096")
     ap.add_argument("--error-steps", type=int, default=4096)
