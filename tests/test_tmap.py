@@ -313,3 +313,15 @@ def test_equal_orders_listed_by_mean(seed):
         assert np.allclose(a.params(0)[key], b.params(0)[key], rtol=1e-10)
     r = a.params(0)["rates"]
     assert r[0] >= r[1]  # equal orders: the larger rate (smaller mean) first
+
+
+def test_exit_probability_is_never_negative():
+    """Issue 38: 1 - sum(pi) of a row summing to 1 came out as -1.6e-15 in the exit column."""
+    from bulkem.models.tmap.model import TMAPModel
+
+    model = TMAPModel.of((1, 2), False)
+    alpha, pi, rates = np.array([0.3, 0.7]), np.array([[0.1, 0.9], [0.5, 0.2]]), [1.0, 2.0]
+    pi[0, 1] = np.nextafter(0.9, 1.0)  # the row sums to just above 1
+    assert 1.0 - pi[0].sum() < 0
+    cols = model.param_columns(np.concatenate([alpha, pi.ravel(), rates])[None, :])
+    assert cols["exit"][0] == 0.0 and np.isclose(cols["exit"][1], 0.3)

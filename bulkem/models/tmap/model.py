@@ -257,7 +257,9 @@ class TMAPModel(HMMModel):
         alpha, pi, rates = self._split(params)
         return {"order": np.tile(np.asarray(self.orders, np.int64), len(alpha)),
                 "rate": rates.reshape(-1), "alpha": alpha.reshape(-1),
-                "exit": (1.0 - pi.sum(axis=2)).reshape(-1)}
+                # 1 - sum(pi) of a row that sums to 1 may round to -1.6e-15: an exit is >= 0
+                # (sample() ends a run with the rest of the row's probability, moments() uses pi)
+                "exit": np.maximum(0.0, 1.0 - pi.sum(axis=2)).reshape(-1)}
 
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """Branches keep their given order; branches of equal order by increasing mean.
