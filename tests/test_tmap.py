@@ -268,8 +268,8 @@ def test_bad_traces_get_their_own_status():
 @pytest.mark.parametrize(
     ("kwargs", "exc", "words"),
     [
-        (dict(orders=(0, 1)), ValueError, "every order must be an integer >= 1 (found 0)"),
-        (dict(orders="123"), ValueError, "expected a sequence of integers >= 1"),
+        (dict(orders=(0, 1)), ValueError, "an integer from 1 to 10000 (found 0)"),
+        (dict(orders="123"), ValueError, "expected a sequence (tuple, list or array) of integers"),
         (dict(orders=(1, 2, 3), n_components=2), ValueError, "n_components=2 but orders"),
         (dict(lengths=[3]), TypeError, "unexpected keyword argument(s) ['lengths']"),
         (dict(drop_bad_runs="yes"), TypeError, "drop_bad_runs must be True or False"),

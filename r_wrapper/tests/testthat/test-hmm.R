@@ -308,7 +308,7 @@ test_that("bad arguments and data are refused in R's terms", {
     list(quote(fit_hmm(x)), "`components` (the number of hidden states) is missing"),
     list(quote(fit_hmm(x, 2, emission = "nope")),
          paste0("unknown emission \"nope\"; expected one of c(\"categorical\", ",
-                "\"gaussian\", \"poisson\").")),
+                "\"gaussian\", \"poisson\") (a string, e.g. emission = \"categorical\").")),
     list(quote(fit_hmm(x, 2, symbols = 0)), "symbols must be an integer >= 1; got symbols = 0."),
     list(quote(fit_hmm(x, 2, symbols = 1.5)), "`symbols` must be one whole number"),
     list(quote(fit_hmm(x, 2, params = "x")), "params = \"x\": expected letters from \"ste\""),
