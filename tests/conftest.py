@@ -43,6 +43,18 @@ def backend(request, monkeypatch) -> str:
     return request.param
 
 
+def assert_same_tables(a, b) -> None:
+    """Two FitResults hold the same tables, bit for bit."""
+    import pandas as pd
+
+    from bulkem import combine
+
+    assert combine.table_names(a) == combine.table_names(b)
+    for name in combine.table_names(a):
+        pd.testing.assert_frame_equal(combine.split(a).tables[name],
+                                      combine.split(b).tables[name], check_exact=True)
+
+
 def run_and_kill(argv: list[str], marker, timeout: float = 300) -> None:
     """Run ``python argv...`` until it creates the file ``marker``, then kill -9 it."""
     import signal

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import demo, run_and_kill
+from conftest import assert_same_tables, demo, run_and_kill
 
 import bulkem
 from bulkem import api, checkpoint, combine
@@ -17,13 +17,6 @@ from bulkem import api, checkpoint, combine
 pytest.importorskip("pyarrow")
 
 KW = dict(n_components=2, n_starts=3, seed=5, backend="cpu", progress=False)
-
-
-def assert_same_tables(a, b):
-    assert combine.table_names(a) == combine.table_names(b)
-    for name in combine.table_names(a):
-        pd.testing.assert_frame_equal(combine.split(a).tables[name],
-                                      combine.split(b).tables[name], check_exact=True)
 
 
 @pytest.fixture

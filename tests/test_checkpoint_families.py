@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_and_kill
+from conftest import assert_same_tables, run_and_kill
 
 import bulkem
 from bulkem import api, checkpoint, combine
@@ -64,13 +64,6 @@ def family_frame(family: str, n: int = N_DATASETS, seed: int = 0) -> pd.DataFram
 
 def fit_kwargs(family: str) -> dict:
     return {"family": family, **COMMON, **OPTIONS[family][0]}
-
-
-def assert_same_tables(a, b):
-    assert combine.table_names(a) == combine.table_names(b)
-    for name in combine.table_names(a):
-        pd.testing.assert_frame_equal(combine.split(a).tables[name],
-                                      combine.split(b).tables[name], check_exact=True)
 
 
 @pytest.fixture
