@@ -1,4 +1,4 @@
-"""bulkem.dask on a LocalCluster: fits/s with 1, 2, ... workers against one bulkem.fit call.
+"""bulkem.scale.dask on a LocalCluster: fits/s with 1, 2, ... workers against one bulkem.fit call.
 
 Builds N inverse-Gaussian datasets (the demo mixture) as one long DataFrame,
 fits it once with ``bulkem.fit`` in this process (the reference tables, on
@@ -36,7 +36,7 @@ KEYS = {"summary": ["dataset"], "components": ["dataset", "component"],
 def _warm(backend: str) -> str:
     """Compile a worker's kernels (run on every worker before the timing)."""
     import bulkem
-    from bulkem.datasets import simulate_demo
+    from bulkem.interop.datasets import simulate_demo
 
     return bulkem.fit(simulate_demo(2, 50, seed=0), n_starts=2, max_iter=2, seed=1,
                       backend=backend, progress=False).backend
@@ -118,7 +118,7 @@ def main() -> None:
     import numba
 
     import bulkem
-    from bulkem.datasets import simulate_demo
+    from bulkem.interop.datasets import simulate_demo
 
     data = simulate_demo(args.n_datasets, args.obs, seed=args.seed)
     df = pd.DataFrame({"dataset": np.repeat(np.arange(args.n_datasets), args.obs),

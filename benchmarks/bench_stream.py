@@ -45,7 +45,7 @@ def write_input(path: Path, n: int, obs: int, seed: int, block: int) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bulkem.datasets import simulate_demo
+    from bulkem.interop.datasets import simulate_demo
 
     t0 = time.perf_counter()
     schema = pa.schema([("dataset", pa.int64()), ("value", pa.float64())])

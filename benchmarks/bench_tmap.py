@@ -42,7 +42,7 @@ from scipy.special import gammaln
 
 import bulkem
 from bulkem import config
-from bulkem.datasets import simulate_tmap, tmap_truth
+from bulkem.interop.datasets import simulate_tmap, tmap_truth
 
 ORDERS = (1, 2, 3)
 PAPER = {1_000_000: ("C++ double 6 min 21 s; CUDA single 46 s", -3.65998e7),

@@ -18,7 +18,7 @@ import numpy as np
 
 
 def cases(cuda: bool):
-    from bulkem.datasets import simulate_demo
+    from bulkem.interop.datasets import simulate_demo
 
     ig = simulate_demo(6, 300, seed=3)
     ig_big = simulate_demo(1, 40_000, seed=4)

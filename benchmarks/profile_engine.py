@@ -85,7 +85,7 @@ def profile(data, args, dtype: str) -> None:
     # the scheduler's whole run, then the tables
     job2 = api.make_job(model, packed, args.starts, 1, None, np.dtype(dtype), args.iters, 0.0)
     t0 = time.perf_counter()
-    scheduler.run_fits(job2, bulkem.progress.Progress(False, len(job2.fit_ds)))
+    scheduler.run_fits(job2, bulkem.fitting.progress.Progress(False, len(job2.fit_ds)))
     t_sched = ms(t0)
     t0 = time.perf_counter()
     sv = MixtureResult.before_fits(model, packed, job2, args.starts)

@@ -13,13 +13,13 @@ __all__ = ["fit", "FitResult", "FAMILIES", "StateSpace", "kalman_loglik", "datas
            "__version__"]
 
 _LAZY = {  # name -> (module, attribute or None for the module itself)
-    "fit": (".api", "fit"),
+    "fit": (".scale", "fit"),  # api.fit, or checkpointed
     "FitResult": (".result", "FitResult"),
     "FAMILIES": (".models", "FAMILIES"),
     "StateSpace": (".models.ssm", "StateSpace"),
     "kalman_loglik": (".ssm", "kalman_loglik"),
-    "datasets": (".datasets", None),
-    "dask": (".dask", None),  # needs the optional dask extra
+    "datasets": (".interop.datasets", None),
+    "dask": (".scale.dask", None),  # needs the optional dask extra
 }
 
 

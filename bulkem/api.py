@@ -17,8 +17,8 @@ from . import config, models
 from .data import Packed, Ragged
 from .engines import select
 from .fitting import memory, starts
-from .progress import Progress
-from .result import FitResult
+from .fitting.progress import Progress
+from .result import FitResult, result_class
 
 BACKENDS = ("auto", "cpu", "cuda")
 _COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
@@ -166,7 +166,6 @@ def fit(
     value_col: str | Sequence[str] = "value",
     reg_covar: float = 1e-6,
     init_method: str | None = None,
-    checkpoint: str | os.PathLike | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a finite mixture by EM to every dataset, from many starts each.
@@ -249,11 +248,6 @@ def fit(
         sample of that many (``config.KMEANS_SAMPLE_OBS``).  None: the
         family's default, "subset" for "invgauss" and "kmeans++" for
         "gaussian" (the seeding scikit-learn users expect).
-    checkpoint : str or os.PathLike, optional
-        A run directory: the datasets are fitted in chunks, each written there
-        (Parquet) as it finishes, and the same call again after a crash fits
-        only what is missing (see :mod:`bulkem.checkpoint`).
-
     Returns
     -------
     FitResult
@@ -267,15 +261,6 @@ def fit(
         Before any fit, when the batch's results or an engine's buffers would not fit in the
         memory available (the message says how much is needed and what to do).
     """
-    if checkpoint is not None:  # chunked and resumable (issue 16): bulkem/checkpoint.py
-        args = dict(locals())
-        del args["datasets"], args["checkpoint"]
-        if n_components is None:  # the family's default, so that the manifest names it
-            args["n_components"] = getattr(models.get(family), "default_n_components", 2)
-        args.update(args.pop("options"))
-        from . import checkpoint as _checkpoint
-
-        return _checkpoint.fit(datasets, checkpoint, **args)
     t0 = time.perf_counter()
     fam = models.get(family)
     M = (getattr(fam, "default_n_components", 2) if n_components is None
@@ -345,16 +330,16 @@ def fit(
         bar.phase("compiling kernels, first use; kept on disk for the next run")
         _COMPILED.add(compiled)
     early: dict = {}
-    result_class = model.result_class
+    tables = result_class(model)
 
     def on_starts() -> None:  # while the GPU runs: what the tables need of the starts only
-        early.update(result_class.before_fits(model, packed, job, n_starts))
+        early.update(tables.before_fits(model, packed, job, n_starts))
 
     try:
         select.run(job, engine, bar, on_starts)
     finally:
         bar.close()
-    result = result_class.assemble(model, packed, job, n_starts, seed, engine, dtype,
+    result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
                                    time.perf_counter() - t0, early or None)
     n_failed = int((result.summary["status"] == "failed").sum())
     if n_failed:

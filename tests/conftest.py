@@ -47,7 +47,7 @@ def assert_same_tables(a, b) -> None:
     """Two FitResults hold the same tables, bit for bit."""
     import pandas as pd
 
-    from bulkem import combine
+    from bulkem.scale import combine
 
     assert combine.table_names(a) == combine.table_names(b)
     for name in combine.table_names(a):
@@ -78,7 +78,7 @@ def run_and_kill(argv: list[str], marker, timeout: float = 300) -> None:
 
 
 def demo(n_datasets: int, n_obs: int, seed: int) -> list[np.ndarray]:
-    from bulkem.datasets import simulate_demo
+    from bulkem.interop.datasets import simulate_demo
 
     return simulate_demo(n_datasets, n_obs, seed=seed)
 

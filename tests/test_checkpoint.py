@@ -12,7 +12,8 @@ import pytest
 from conftest import assert_same_tables, demo, run_and_kill
 
 import bulkem
-from bulkem import api, checkpoint, combine
+from bulkem import api
+from bulkem.scale import checkpoint, combine
 
 pytest.importorskip("pyarrow")
 
@@ -131,8 +132,8 @@ def test_progress_counts_every_fit_once(tmp_path, small_chunks):
 CHILD = """
 import pathlib, sys, time
 import bulkem
-from bulkem import checkpoint
-from bulkem.datasets import simulate_demo
+from bulkem.scale import checkpoint
+from bulkem.interop.datasets import simulate_demo
 
 checkpoint.CHUNK_FITS = 12  # 4 datasets of 3 starts a chunk
 marker = pathlib.Path(sys.argv[2])

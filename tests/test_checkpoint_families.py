@@ -18,8 +18,9 @@ import pytest
 from conftest import assert_same_tables, run_and_kill
 
 import bulkem
-from bulkem import api, checkpoint, combine
-from bulkem.cli import main
+from bulkem import api
+from bulkem.interop.cli import main
+from bulkem.scale import checkpoint, combine
 
 pytest.importorskip("pyarrow")
 
@@ -223,7 +224,7 @@ CHILD = """
 import pathlib, sys, time, warnings
 import pandas as pd
 import bulkem
-from bulkem import checkpoint
+from bulkem.scale import checkpoint
 
 warnings.simplefilter("ignore")
 checkpoint.CHUNK_FITS = {per_fits}
@@ -242,7 +243,7 @@ bulkem.fit(pd.read_pickle(sys.argv[3]), checkpoint=sys.argv[1], **kw)
 CLI_CHILD = """
 import pathlib, sys, time, warnings
 from bulkem import api
-from bulkem.cli import main
+from bulkem.interop.cli import main
 
 warnings.simplefilter("ignore")
 marker = pathlib.Path(sys.argv[1])

@@ -13,8 +13,8 @@ import pytest
 from conftest import demo
 
 import bulkem
-from bulkem import cli
-from bulkem.cli import main
+from bulkem.interop import cli
+from bulkem.interop.cli import main
 
 FIT = ["--starts", "2", "--max-iter", "20", "--backend", "cpu", "--quiet"]
 
@@ -244,7 +244,7 @@ def test_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch
         np.empty(2**40)  # 8 TiB: numpy's _ArrayMemoryError, a MemoryError
 
     monkeypatch.setattr(cli, "fit", oom)
-    monkeypatch.setattr(bulkem.stream.api, "fit", oom)
+    monkeypatch.setattr(bulkem.scale.stream.api, "fit", oom)
     argv = ["fit", str(src), "--out", str(tmp_path / "f.csv"), "--backend", "cpu", "--quiet"]
     assert main(argv + (["--chunk-datasets", "1"] if streamed else [])) == 1
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""bulkem.dask: a Dask DataFrame fitted partition by partition, as one bulkem.fit call."""
+"""bulkem.scale.dask: a Dask DataFrame fitted partition by partition, as one bulkem.fit call."""
 
 from __future__ import annotations
 
@@ -148,9 +148,9 @@ def test_without_dask_the_error_says_how_to_get_it(monkeypatch):
     for name in [m for m in sys.modules if m == "dask" or m.startswith("dask.")]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "dask", None)
-    monkeypatch.delitem(sys.modules, "bulkem.dask", raising=False)
+    monkeypatch.delitem(sys.modules, "bulkem.scale.dask", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'bulkem\[dask\]'"):
-        importlib.import_module("bulkem.dask")
+        importlib.import_module("bulkem.scale.dask")
 
 
 def test_hidden_markov_sequences_and_transitions():

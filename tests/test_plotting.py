@@ -11,7 +11,7 @@ import pytest
 from conftest import demo
 
 import bulkem
-from bulkem import plotting
+from bulkem.interop import plotting
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

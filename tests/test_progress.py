@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bulkem.progress import Progress
+from bulkem.fitting.progress import Progress
 
 
 def test_phase_is_shown_on_the_bar_and_ends(capsys):

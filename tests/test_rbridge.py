@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import bulkem
-from bulkem import rbridge
+from bulkem.interop import rbridge
 
 
 def _r_or_skip():

@@ -87,7 +87,7 @@ def test_a_chunk_without_a_usable_fit_does_not_stop_a_checkpointed_run(tmp_path,
                                                                         monkeypatch):
     """Bug 3 with ``checkpoint=``: the chunk of one bad dataset aborted the run (and resumes)."""
     pytest.importorskip("pyarrow")
-    from bulkem import checkpoint
+    from bulkem.scale import checkpoint
 
     monkeypatch.setattr(checkpoint, "CHUNK_FITS", 2)  # one dataset (two starts) a chunk
     data = [np.array([1.0]), _good("ar", seed)[0]]

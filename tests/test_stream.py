@@ -11,8 +11,9 @@ import pytest
 from conftest import demo
 
 import bulkem
-from bulkem import api, combine, stream
-from bulkem.cli import main
+from bulkem import api
+from bulkem.interop.cli import main
+from bulkem.scale import combine, stream
 
 pytest.importorskip("pyarrow")
 
@@ -97,7 +98,7 @@ def test_resume_fits_only_the_missing_chunks(tmp_path, monkeypatch, capsys):
     with pytest.raises(KeyboardInterrupt), _quiet():
         main(argv)
     ckpt = tmp_path / "fits.checkpoint"
-    assert bulkem.checkpoint.RunDir(ckpt).finished() == {0, 1}
+    assert bulkem.scale.checkpoint.RunDir(ckpt).finished() == {0, 1}
     assert main(argv) == 2  # a checkpoint is there: --resume or delete it
     assert "pass --resume to continue it" in capsys.readouterr().err
     assert main([*argv[:-5], "--starts", "4", "--out", str(out), "--resume"]) == 2

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bulkem  # noqa: E402
-from bulkem.datasets import DEMO_LAMBDA, DEMO_MU, DEMO_WEIGHTS  # noqa: E402
+from bulkem.interop.datasets import DEMO_LAMBDA, DEMO_MU, DEMO_WEIGHTS  # noqa: E402
 
 TRUTH = {"weight": DEMO_WEIGHTS, "mu": DEMO_MU, "lambda": DEMO_LAMBDA}
 

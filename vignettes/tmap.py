@@ -39,7 +39,7 @@ import pandas as pd  # noqa: E402
 
 import bulkem  # noqa: E402
 from bulkem import config  # noqa: E402
-from bulkem.datasets import simulate_tmap, tmap_truth  # noqa: E402
+from bulkem.interop.datasets import simulate_tmap, tmap_truth  # noqa: E402
 from bulkem.models.tmap import empirical_moments, moments  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

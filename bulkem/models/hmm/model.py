@@ -98,12 +98,6 @@ class HMMModel:
         return k
 
     @property
-    def result_class(self):
-        from ...result.hmm import HMMResult
-
-        return HMMResult
-
-    @property
     def init_methods(self) -> tuple[str, ...]:
         return ("subset", "kmeans++") if self.emission.name == "gaussian" else ("subset",)
 

@@ -76,12 +76,6 @@ class MixtureModel:
         """Free parameters, for AIC and BIC."""
         return self.family.n_free(self.n_components, self.n_dims)
 
-    @property
-    def result_class(self):
-        from ...result.mixture import MixtureResult
-
-        return MixtureResult
-
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per observation: float64 features, and a narrower copy."""
         item = 8 if np.dtype(dtype) == np.float64 else 8 + np.dtype(dtype).itemsize

@@ -120,12 +120,6 @@ class SSMModel:
     n_dims = 1
 
     @property
-    def result_class(self):
-        from ...result.ssm import SSMResult
-
-        return SSMResult
-
-    @property
     def cuda_lanes(self) -> dict:
         """Lanes per fit on the GPU, by ``tol > 0`` (read by the bulk CUDA kernel)."""
         return config.CUDA_LANES_PER_FIT_SERIES

@@ -122,12 +122,6 @@ class TMAPModel(HMMModel):
         return 1
 
     @property
-    def result_class(self):
-        from ...result.tmap import TMAPResult
-
-        return TMAPResult
-
-    @property
     def init_methods(self) -> tuple[str, ...]:
         return ("random",)
 

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__, datasets, stream
-from .api import BACKENDS, DTYPES, fit
-from .models import FAMILIES
+from .. import __version__
+from ..api import BACKENDS, DTYPES, fit
+from ..models import FAMILIES
+from ..scale import stream
+from . import datasets
 
 DESCRIPTION = (
     "Fit mixture models by EM to many datasets at once, each from many random starts, "
@@ -211,7 +213,7 @@ def family_options(args: argparse.Namespace) -> dict:
 
 def _fit(args: argparse.Namespace) -> int:
     options = family_options(args)
-    if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/stream.py
+    if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/scale/stream.py
         return stream.main(args, options)
     out = Path(args.out)
     paths = output_paths(out, TABLES + (("transitions",) if args.family == "hmm" else ()))

@@ -40,9 +40,10 @@ except ImportError as err:  # the optional extra is missing
 import numpy as np
 import pandas as pd
 
-from . import api, combine
+from .. import api
+from ..result import FitResult
+from . import combine
 from .checkpoint import draw_seed
-from .result import FitResult
 
 # Columns added to the input so that a dataset's rows keep their input order
 # through the shuffle (a shuffle may deliver pieces in any order).

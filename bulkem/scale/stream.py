@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import api, checkpoint, combine
+from .. import api
+from . import checkpoint, combine
 from .checkpoint import RunDir
 
 # Rows read from the input at a time (a Parquet record batch, a CSV chunk).

@@ -43,9 +43,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import __version__, api, combine, models
+from .. import __version__, api, models
+from ..fitting.progress import Progress
+from . import combine
 from .combine import Parts
-from .progress import Progress
 
 # Fits per chunk: a chunk holds max(1, CHUNK_FITS // n_starts) datasets.  A
 # chunk is the work lost to a crash and the grain of the Parquet files; 5 * 10^5

@@ -415,7 +415,7 @@ def fit_r(datasets: Any, **kwargs: Any) -> Any:
         With ``r_ids`` set ("position", "name" or "label"): how
         :func:`result_to_r` numbers the datasets.
     """
-    from .api import fit
+    from ..api import fit
 
     data = r_to_datasets(datasets)
     result = fit(data, **kwargs)

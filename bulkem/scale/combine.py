@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .api import fit as _fit
-from .result import FitResult
+from ..api import fit as _fit
+from ..result import FitResult
 
 # Scalars that every part of one run must share; the others (backend, elapsed)
 # may differ between parts.
@@ -189,7 +189,7 @@ def model_for(kwargs: dict, data: Any) -> Any:
     like need it.  The model depends on the arguments and on the data's shape
     only (dimensions), once :func:`check_splittable` has passed.
     """
-    from . import models
+    from .. import models
 
     fam = models.get(kwargs.get("family", "invgauss"))
     options = _options(kwargs)
@@ -225,7 +225,7 @@ def split_long(frame: pd.DataFrame, dataset_col: str, value_col: Any,
     left out: the pairs bulkem.fit's ``groupby(sort=False)`` gives, in ~1 us
     a dataset instead of ~30 us.
     """
-    from . import models
+    from .. import models
 
     if (not isinstance(value_col, str) or dataset_col == value_col
             or len(frame.columns) != 2 or set(frame.columns) != {dataset_col, value_col}

@@ -101,7 +101,7 @@ def simulate_tmap(n_runs: int = 1_000_000, mean_run_length: float | None = None,
     -------
     pandas.DataFrame or list of ndarray
     """
-    from .models.tmap import simulate
+    from ..models.tmap import simulate
 
     if mean_run_length is None:
         mean_run_length = PAPER_MEAN_RUNS.get(int(n_runs), 8.824586)

@@ -1,0 +1,1 @@
+"""Around the package: the command line, the R bridge, plots, shipped datasets."""
