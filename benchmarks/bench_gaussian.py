@@ -118,7 +118,7 @@ def large_problem(args, gpu, rows, notes):
 
     results = {}
     if gpu:
-        from bulkem.models.mixture import wide as large
+        from bulkem.engines import large
 
         fit("cuda", 2)  # compile
         s, res = per_iteration(lambda k: fit("cuda", k), k1, k2, args.repeat)
@@ -217,7 +217,7 @@ def profile(args, rows):
     from numba import cuda, njit
 
     from bulkem import models as families
-    from bulkem.models.mixture import wide as large
+    from bulkem.engines import large
 
     n, m, d = args.large_n, args.large_m, args.large_d
     x, w, means, var = mixture(n, d, m, seed=1, dtype=np.float32)

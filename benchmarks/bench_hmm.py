@@ -123,7 +123,7 @@ def _hmmlearn_infer(job):
 
 def inference_rows(data, res, args, gpu, rows) -> list[str]:
     """Sequences/s of forward scores and Viterbi paths under each dataset's fitted model."""
-    from bulkem.models.hmm import infer
+    from bulkem.engines import infer
 
     seqs = [s for ds in data for s in ds]
     which = np.repeat(np.arange(len(data)), [len(ds) for ds in data])

@@ -5,7 +5,7 @@ forward algorithm and one Baum-Welch iteration of one categorical HMM over M seq
 length 16, for N = M = 64 ... 512 (their Figures 11 and 13; Liu's 2009 GPU: forward 64x64
 10.2 ms, 512x512 410 ms; Baum-Welch 512x512 6,055 ms).  This script times, in one run:
 
-* bulkem on the GPU (the many-states regime, ``bulkem.models.hmm.many``): the forward pass
+* bulkem on the GPU (the many-states regime, ``bulkem.engines.cuda.many_states``): the forward pass
   and one Baum-Welch iteration (E-step, stopping rule, M-step), device work synchronised;
   for the largest size also a Baum-Welch iteration through ``bulkem.fit`` end to end
   (``max_iter=k2`` minus ``max_iter=k1``, over ``k2 - k1`` iterations: host work included);
@@ -56,7 +56,7 @@ def sample(p: dict, M: int, T: int, rng) -> np.ndarray:
 
 def bulkem_pass_ms(p, x, repeat: int, bw: bool) -> tuple[float, float]:
     """Device time (synchronised) of a forward pass, or of one Baum-Welch iteration."""
-    from bulkem.models.hmm.many import Pass
+    from bulkem.engines.cuda.many_states import Pass
 
     M, T = x.shape
     N = len(p["startprob"])
@@ -197,7 +197,7 @@ def main() -> None:
                     if bw:
                         c = bulkem_bw_ms(p, x, "cpu", *args.iters)
                     else:
-                        from bulkem.models.hmm import infer
+                        from bulkem.engines import infer
                         from bulkem.models.hmm.model import HMMModel
 
                         m = HMMModel(bulkem.models.hmm.EMISSIONS["categorical"], N, V_SYMBOLS)

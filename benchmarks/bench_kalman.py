@@ -49,7 +49,7 @@ import numba  # noqa: E402
 
 import bulkem  # noqa: E402
 from bulkem import StateSpace  # noqa: E402
-from bulkem.engines import kalman_cpu  # noqa: E402
+from bulkem.engines.cpu import kalman as kalman_cpu  # noqa: E402
 from bulkem.ssm import pack_series  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -214,7 +214,7 @@ def section_a(args, gpu: bool) -> None:
     if not gpu:
         row("bulkem GPU", "not measured yet (no usable GPU)", "", "")
         return
-    from bulkem.engines import kalman_cuda
+    from bulkem.engines.cuda import kalman as kalman_cuda
 
     kalman_cuda.exact(small)
     kalman_cuda.exact(small, shared=False)
@@ -308,7 +308,7 @@ def section_b(args, gpu: bool) -> None:
         if not gpu:
             row(f"{name}: scan / splash on the GPU", "not measured yet (no usable GPU)", "", "")
             continue
-        from bulkem.engines import kalman_cuda
+        from bulkem.engines.cuda import kalman as kalman_cuda
 
         small = pack([y[:5000]], model)
         kalman_cuda.scan(small)
@@ -357,7 +357,7 @@ def _call(engine: str, method: str, batch, window: int):
     """A call of one engine's method on ``batch`` (the CPU's sequential one on one core)."""
     mod = kalman_cpu
     if engine == "cuda":
-        from bulkem.engines import kalman_cuda as mod
+        from bulkem.engines.cuda import kalman as mod
     if method.endswith("seq."):
         fn = one_core if engine == "cpu" else (lambda f: f)
         return fn(lambda: mod.exact(batch, shared=False))

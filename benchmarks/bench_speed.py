@@ -23,7 +23,7 @@ import numpy as np
 
 import bulkem
 from bulkem import api, config
-from bulkem.engines import cpu as cpu_engine
+from bulkem.engines.cpu import bulk as cpu_engine
 
 ROWS: list[tuple] = []
 LANES: list[tuple] = []

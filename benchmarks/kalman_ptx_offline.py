@@ -27,7 +27,7 @@ from numba import boolean, cuda, float32, float64, int8, int64
 from numba.cuda import dispatcher as cuda_dispatcher
 
 from bulkem import StateSpace
-from bulkem.engines import kalman_cuda
+from bulkem.engines.cuda import kalman as kalman_cuda
 
 MODELS = {
     "ar10": lambda: StateSpace.ar(-np.poly([0.9, -0.8, 0.7, -0.6, 0.5, -0.4, 0.3, -0.2, 0.1,

@@ -28,7 +28,8 @@ from bench_kalman import ar10, best_of, long_models, one_core, pack, simulate_ar
 from numba import cuda
 
 from bulkem import config
-from bulkem.engines import kalman_cpu, kalman_cuda
+from bulkem.engines.cpu import kalman as kalman_cpu
+from bulkem.engines.cuda import kalman as kalman_cuda
 from bulkem.models.ssm.plan import shared_series
 
 

@@ -21,9 +21,9 @@ import numpy as np
 
 import bulkem
 from bulkem import api, config, models
+from bulkem.engines import large
 from bulkem.engines.cuda import buffers, scheduler
 from bulkem.engines.cuda import bulk as cuda_engine
-from bulkem.models.mixture import wide as large
 from bulkem.result import MixtureResult as FitResult
 
 DeviceNDArray = cuda_engine.cuda.cudadrv.devicearray.DeviceNDArray

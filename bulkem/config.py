@@ -115,7 +115,7 @@ CUDA_LANES_PER_FIT_TOL0 = {"float64": 8, "float32": 4}  # tol = 0, by compute dt
 CUDA_LANES_PER_FIT_UNITS = {False: 2, True: 2}
 CUDA_MAX_REGISTERS_UNITS = None
 # Hidden Markov models with more states than this run on the GPU one fit at a time, each
-# time step a tiled matrix product over the sequences (bulkem.models.hmm.many); the bulk
+# time step a tiled matrix product over the sequences (bulkem.engines.cuda.many_states); the bulk
 # kernel keeps a lane's state vectors and N x N statistics per lane.
 HMM_MANY_STATES = 32
 # float32 fits that give up are fitted again in float64 by a second launch

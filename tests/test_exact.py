@@ -21,7 +21,7 @@ from scipy.special import logsumexp
 
 import bulkem
 from bulkem import config
-from bulkem.models.mixture import wide
+from bulkem.engines import large as wide
 
 # The first example: one value at 0, eight near -1e6.
 # Small blocks of observations, the same as tests/test_gaussian.py's (compiled once).

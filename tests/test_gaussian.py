@@ -21,7 +21,8 @@ from reference import gauss_em, gauss_logpdf, gauss_mix_logpdf, ig_logpdf
 import bulkem
 from bulkem import config, models
 from bulkem.data import Ragged
-from bulkem.models.mixture import gaussian, wide
+from bulkem.engines import large as wide
+from bulkem.models.mixture import gaussian
 
 
 def _rel(a, b):

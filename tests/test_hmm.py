@@ -276,7 +276,7 @@ def test_float32_close_to_float64(backend, seed):
 
 @pytest.mark.cuda
 def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
-    from bulkem.models.hmm import infer
+    from bulkem.engines import infer
 
     data = _data("gaussian", 1, 5, 3, 9, seed)[0]
     res = bulkem.fit([data], family="hmm", emission="gaussian", n_components=2, n_starts=2,
@@ -297,7 +297,7 @@ def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, param
     from conftest import SIMULATED
 
     from bulkem import config
-    from bulkem.models.hmm import many
+    from bulkem.engines.cuda import many_states as many
 
     monkeypatch.setattr(config, "HMM_MANY_STATES", 2)
     if SIMULATED:  # small tiles and splits: the simulator runs a Python thread per CUDA thread

@@ -165,9 +165,9 @@ def test_engines_match_oracle(kbackend, method, seed):
 def test_exact_paths_and_layouts_agree(kbackend, seed):
     """Shared gains and per-series covariances, alone and side by side: the oracle's numbers."""
     if kbackend == "cuda":
-        from bulkem.engines import kalman_cuda as engine
+        from bulkem.engines.cuda import kalman as engine
     else:
-        from bulkem.engines import kalman_cpu as engine
+        from bulkem.engines.cpu import kalman as engine
     from bulkem.ssm import pack_series
 
     rng = np.random.default_rng(seed)
@@ -206,11 +206,11 @@ def test_steady_scan_matches_oracle(kbackend, seed):
     """One model, no missing rows: the steady-state scan (means alone once the covariance settles)
     equals the oracle, over several levels, with series shorter than the transient too; it
     steps aside for missing rows, several models, or ``shared=False``."""
-    from bulkem.engines import kalman_cpu
+    from bulkem.engines.cpu import kalman as kalman_cpu
     from bulkem.ssm import pack_series
 
     if kbackend == "cuda":
-        from bulkem.engines import kalman_cuda as engine
+        from bulkem.engines.cuda import kalman as engine
     else:
         engine = kalman_cpu
     rng = np.random.default_rng(seed)
@@ -248,7 +248,7 @@ def test_steady_scan_matches_oracle(kbackend, seed):
 
 def test_scan_long_series_many_levels(seed):
     """One long series, cut small: four levels of the CPU scan."""
-    from bulkem.engines import kalman_cpu
+    from bulkem.engines.cpu import kalman as kalman_cpu
     from bulkem.ssm import pack_series
 
     m = rw2()
@@ -266,11 +266,11 @@ def test_scan_kept_plan_and_one_level(kbackend, seed, monkeypatch):
     equals the oracle; on the GPU a call again on the same device batch (its kept plan)
     gives the same bits, and new chunk settings a new plan with the oracle's numbers; one
     level alone (every series in one chunk) reports no failure where there is none."""
-    from bulkem.engines import kalman_cpu
+    from bulkem.engines.cpu import kalman as kalman_cpu
     from bulkem.ssm import pack_series
 
     if kbackend == "cuda":
-        from bulkem.engines import kalman_cuda as engine
+        from bulkem.engines.cuda import kalman as engine
     else:
         engine = kalman_cpu
     rng = np.random.default_rng(seed)
@@ -316,7 +316,7 @@ def test_float32_close_to_float64(kbackend, seed):
 
 
 def test_smoother_matches_oracle(seed):
-    from bulkem.engines import kalman_cpu
+    from bulkem.engines.cpu import kalman as kalman_cpu
 
     y = ar3().simulate(25, seed)[:, 0]
     y[[3, 4, 24]] = np.nan
@@ -391,9 +391,9 @@ def test_splash_converges_to_exact(seed):
 def test_splash_matches_oracle(kbackend, seed):
     """Both paths (shared covariance recursion, and per window) equal a literal splash."""
     if kbackend == "cuda":
-        from bulkem.engines import kalman_cuda as engine
+        from bulkem.engines.cuda import kalman as engine
     else:
-        from bulkem.engines import kalman_cpu as engine
+        from bulkem.engines.cpu import kalman as engine
     from bulkem.ssm import pack_series
 
     a, _, _, _ = _data(seed)
@@ -418,13 +418,13 @@ def test_splash_sum_chunks_inside_series(kbackend, seed, monkeypatch):
     """Sum chunks of 4 steps, two to a GPU block, cut a ragged batch inside its series
     (missing rows, a one-step series): every path equals the oracle, the CUDA engine
     equals the CPU engine, and a failing first step is reported where it is."""
-    from bulkem.engines import kalman_cpu
+    from bulkem.engines.cpu import kalman as kalman_cpu
     from bulkem.ssm import pack_series
 
     monkeypatch.setattr(config, "KALMAN_SPLASH_SUM_CHUNK", 4)
     monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 8)
     if kbackend == "cuda":
-        from bulkem.engines import kalman_cuda as engine
+        from bulkem.engines.cuda import kalman as engine
     else:
         engine = kalman_cpu
     rng = np.random.default_rng(seed)

@@ -101,7 +101,7 @@ def test_warp_combines_give_the_bits_of_scan_py(seed, nx):
 
 
 def test_warp_scan_matches_oracle_and_thread_kernels(seed, monkeypatch):
-    from bulkem.engines import kalman_cuda
+    from bulkem.engines.cuda import kalman as kalman_cuda
     from bulkem.ssm import pack_series
 
     rng = np.random.default_rng(seed)

@@ -11,7 +11,7 @@ import pytest
 from conftest import demo
 
 import bulkem
-from bulkem.interop import plotting
+from bulkem.result import plotting
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

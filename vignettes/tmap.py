@@ -89,7 +89,7 @@ def loglik_curve(data, backend: str, dtype: str, start: dict, iters: int) -> np.
 
 def loglik_at(runs, params: dict) -> float:
     """Log-likelihood of runs under a TMAP (forward passes on the CPU)."""
-    from bulkem.models.hmm import infer
+    from bulkem.engines import infer
     from bulkem.models.tmap import TMAPModel
 
     p = np.concatenate([params["alpha"], np.ravel(params["pi"]), params["rates"]])[None]

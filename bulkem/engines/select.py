@@ -1,48 +1,103 @@
-"""How a batch's fits map onto the hardware: the strategies, chosen in one place.
+"""How a batch's fits map onto the hardware: the strategies and their rules, in one place.
 
 ========================  =================================  ===========================
 strategy                  when                               runs
 ========================  =================================  ===========================
 ``many_states``           an HMM of more than                the GPU: a matrix product per
                           ``config.HMM_MANY_STATES`` states  time step over all sequences
-                          on the GPU                         (``models/hmm/many.py``)
+                          on the GPU                         (``cuda/many_states.py``)
 ``large``                 a few mixture fits of datasets of  every core / the whole GPU on
                           at least ``config.LARGE_MIN_OBS``  one fit at a time
-                          observations                       (``models/mixture/wide.py``)
-``wide``                  a few fits of datasets of many     a thread per unit over the
-                          units (sequences, runs)            machine (``engines/wide.py``)
+                          observations                       (``cpu/large.py``,
+                                                             ``cuda/large.py``)
+``wide``                  a few fits of datasets of at       a thread per unit over the
+                          least ``config.WIDE_MIN_UNITS``    machine (``cpu/wide.py``,
+                          units (sequences, runs)            ``cuda/wide.py``)
 ``bulk``                  everything else: many fits         a fit per CPU thread
-                                                             (``engines/cpu.py``), or the
+                                                             (``cpu/bulk.py``), or the
                                                              whole EM loop of each fit in
                                                              one GPU kernel (``cuda/``)
 ========================  =================================  ===========================
 
-The first rule that holds chooses.  Each rule lives beside its engine; this module only
-orders them.  A CPU-only fit never imports ``numba.cuda``.
+The first rule that holds chooses.  "A few fits" is fewer than the CPU's Numba threads,
+or at most ``config.LARGE_MAX_FITS_CUDA`` (``WIDE_MAX_FITS_CUDA``) on the GPU, where one
+warp per fit would leave most of it idle.  A CPU-only fit never imports ``numba.cuda``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numba
+import numpy as np
+
+from .. import config
+
 STRATEGIES = ("many_states", "large", "wide", "bulk")
+
+
+def _few_big_fits(job, engine: str, sizes: np.ndarray, min_size: int, max_fits_cuda: int) -> bool:
+    """Few fits (see above), each of a dataset of at least ``min_size`` (``sizes[d]``)."""
+    n_fits = len(job.fit_ds)
+    few = n_fits <= max_fits_cuda if engine == "cuda" else n_fits < numba.get_num_threads()
+    return n_fits > 0 and few and int(sizes[job.fit_ds].min()) >= min_size
+
+
+def use_many_states(job, engine: str) -> bool:
+    """An HMM on the GPU with more than ``config.HMM_MANY_STATES`` states."""
+    m = job.model
+    if engine != "cuda" or getattr(m, "name", None) != "hmm":
+        return False
+    if m.n_states <= config.HMM_MANY_STATES:
+        return False
+    from .cuda.many_states import MAX_SYMBOLS
+
+    if m.emission.name != "categorical" or m.K > MAX_SYMBOLS:
+        raise ValueError(
+            f"n_components = {m.n_states} states with {m.emission.name} emissions on the GPU: "
+            f"more than config.HMM_MANY_STATES = {config.HMM_MANY_STATES} states runs on the "
+            f"GPU for categorical emissions of at most {MAX_SYMBOLS} symbols; use "
+            "backend='cpu', or fewer states.")
+    return True
+
+
+def use_large(job, engine: str) -> bool:
+    """A few mixture fits of datasets of at least ``config.LARGE_MIN_OBS`` observations
+    (on the GPU, of a model that fits the tiled kernel's shared memory)."""
+    from ..models.mixture.model import MixtureModel
+
+    m = job.model
+    if not isinstance(m, MixtureModel) or not _few_big_fits(
+            job, engine, job.data.dataset_sizes(), config.LARGE_MIN_OBS,
+            config.LARGE_MAX_FITS_CUDA):
+        return False
+    if engine == "cuda":
+        from .cuda.large import plan
+
+        return plan(m.family, m.n_components, m.n_dims, job.dtype) is not None
+    return True
+
+
+def use_wide(job, engine: str) -> bool:
+    """A few fits of a model of units (``unit_items``), each dataset of at least
+    ``config.WIDE_MIN_UNITS`` units; ``config.WIDE_REGIME`` True or False overrides the rule."""
+    if not getattr(job.model, "unit_items", False) or config.WIDE_REGIME is False:
+        return False
+    if config.WIDE_REGIME:
+        return len(job.fit_ds) > 0
+    return _few_big_fits(job, engine, np.diff(job.data.groups), config.WIDE_MIN_UNITS,
+                         config.WIDE_MAX_FITS_CUDA)
 
 
 def choose(job, engine: str) -> str | None:
     """The strategy that runs ``job``'s fits on ``engine`` ("cpu" or "cuda"); None if no fits."""
     if not len(job.fit_ds):
         return None
-    from ..models.mixture import wide as large
-    from . import wide
-
-    if engine == "cuda":
-        from ..models.hmm import many
-
-        if many.use_many_states(job, engine):
-            return "many_states"
-    if large.use_large(job, engine):
+    if use_many_states(job, engine):
+        return "many_states"
+    if use_large(job, engine):
         return "large"
-    if wide.use_wide(job, engine):
+    if use_wide(job, engine):
         return "wide"
     return "bulk"
 
@@ -51,25 +106,28 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
     """Run every fit of ``job`` in place with the strategy :func:`choose` picks; return it.
 
     ``on_starts()``, if given, is called once the starting values are drawn (the CUDA engine
-    calls it while the GPU runs).
+    calls it while the GPU runs; the other strategies draw every start first).
     """
     strategy = choose(job, engine)
-    if strategy == "many_states":
-        from ..models.hmm import many
-
-        many.run_fits(job, progress, on_starts)
-    elif strategy == "large":
-        from ..models.mixture import wide as large
-
-        large.run_fits(job, progress, engine, on_starts)
-    elif strategy == "wide":
-        from . import wide
-
-        wide.run_fits(job, progress, engine, on_starts)
-    elif strategy == "bulk":
+    if strategy is None:
+        return None
+    if strategy == "bulk":
         if engine == "cuda":
-            from . import cuda as eng
+            from .cuda import run_fits
         else:
-            from . import cpu as eng
-        eng.run_fits(job, progress, on_starts)
+            from .cpu.bulk import run_fits
+        run_fits(job, progress, on_starts)
+        return strategy
+    job.start_in_place(on_starts)
+    if strategy == "many_states":
+        from .cuda.many_states import run_fits
+    elif strategy == "large" and engine == "cuda":
+        from .cuda.large import run_fits
+    elif strategy == "large":
+        from .cpu.large import run_fits
+    elif engine == "cuda":
+        from .cuda.wide import run_fits
+    else:
+        from .cpu.wide import run_fits
+    run_fits(job, progress)
     return strategy

@@ -181,3 +181,8 @@ def _make_loop(pieces, NS, target, give_up: bool):
             it += 1
 
     return target.jit(loop)
+
+
+def gave_up(status: int) -> bool:
+    """A float32 fit the driver would fit again in float64 (it stopped as degenerate)."""
+    return status >= config.DEGENERATE_NONFINITE

@@ -98,7 +98,7 @@ class HMMResult(FitResult):
         -------
         float
         """
-        from ..models.hmm import infer
+        from ..engines import infer
 
         seqs = self._sequences(sequences)
         p = self._get(dataset)[0][None]
@@ -110,7 +110,7 @@ class HMMResult(FitResult):
 
         Returns one array for one sequence, a list for a list of sequences.
         """
-        from ..models.hmm import infer
+        from ..engines import infer
 
         single = not (isinstance(sequences, (list, tuple)) and len(sequences)
                       and not np.isscalar(sequences[0]))
@@ -125,7 +125,7 @@ class HMMResult(FitResult):
         Returns ``(logprob, path)`` for one sequence, as hmmlearn's
         ``decode``; ``(logprobs, paths)`` (an array and a list) for a list.
         """
-        from ..models.hmm import infer
+        from ..engines import infer
 
         single = not (isinstance(sequences, (list, tuple)) and len(sequences)
                       and not np.isscalar(sequences[0]))

@@ -121,6 +121,6 @@ class MixtureResult(FitResult):
         -------
         matplotlib Axes
         """
-        from ..interop.plotting import plot_fit
+        from .plotting import plot_fit
 
         return plot_fit(self, dataset, ax=ax, bins=bins, **kwargs)

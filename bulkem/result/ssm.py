@@ -128,20 +128,15 @@ class SSMResult(FitResult):
             missing), ``mean`` and ``var``: ``E[z_t | y]`` and ``Var(z_t | y)``
             under the fitted model, given the whole series.
         """
-        from ..engines import kalman_cpu
+        from ..engines.cpu import kalman as kalman_cpu
 
         y = self._series(dataset, series)
-        m = self.state_space(dataset)
-        n, p = len(y), m.dim_state
-        run = kalman_cpu._programs(p, 1, m.kind, np.float64)["smooth"]
-        ms, Ps = np.empty((n, p)), np.empty((n, p * p))
-        lag, ll = np.empty((max(n - 1, 1), p * p)), np.empty(1)
-        flat = [np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
-                for a in (m.F, m.H, m.Q, m.R, m.m0, m.P0)]
-        if not run(np.ascontiguousarray(y), *flat, ms, Ps, lag, ll):
+        out = kalman_cpu.smooth(y, self.state_space(dataset))
+        if out is None:
             raise ValueError("the smoother failed: an innovation or predicted covariance was "
                              "not positive definite.")
-        return pd.DataFrame({"step": np.arange(n), "y": y, "mean": ms[:, 0], "var": Ps[:, 0]})
+        n, ms, Ps = len(y), out["mean"], out["cov"]
+        return pd.DataFrame({"step": np.arange(n), "y": y, "mean": ms[:, 0], "var": Ps[:, 0, 0]})
 
     def score(self, dataset: Any, series: Any) -> float:
         """Log-likelihood of series under a dataset's fitted model (their sum).
@@ -167,13 +162,22 @@ class SSMResult(FitResult):
             or whose log-likelihood is not a finite number (the message says
             which series and why).
         """
-        from ..ssm import kalman_loglik
+        from ..engines.cpu import kalman as kalman_cpu
+        from ..models.ssm.plan import not_finite, not_positive_definite, pack_series
 
         many = isinstance(series, (list, tuple)) and len(series) and not np.isscalar(series[0])
         ys = [self._new(s) for s in series] if many else [self._new(series)]
-        out = kalman_loglik(ys, self.state_space(dataset), backend="cpu")
-        bad = np.flatnonzero(out["status"].to_numpy() != "ok")
-        if len(bad):
-            k = int(bad[0])
-            raise ValueError(f"series {k} cannot be scored: {out['message'].iloc[k]}")
-        return float(out["loglik"].sum())
+        pairs = [(k, y.reshape(-1, 1)) for k, y in enumerate(ys)]
+        batch, messages, _ = pack_series(pairs, [self.state_space(dataset)], True, np.float64)
+        for k, why in enumerate(messages):
+            if why is not None:
+                raise ValueError(f"series {k} cannot be scored: {why}")
+        out = kalman_cpu.exact(batch)  # (the engine of bulkem.kalman_loglik(..., backend="cpu"))
+        for k in range(len(ys)):
+            if out.fail[k] >= 0:
+                why = not_positive_definite(int(out.fail[k]))
+                raise ValueError(f"series {k} cannot be scored: {why}")
+            if not np.isfinite(out.loglik[k]):
+                why = not_finite(out.loglik[k], ys[k], "float64")
+                raise ValueError(f"series {k} cannot be scored: {why}")
+        return float(out.loglik.sum())

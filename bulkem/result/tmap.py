@@ -109,7 +109,7 @@ class TMAPResult(FitResult):
     def score(self, trace: Any, runs: Any) -> float:
         """Log-likelihood of runs (one array or a list of arrays) under a trace's fitted TMAP."""
         from ..data.units import is_unit_list
-        from ..models.hmm import infer
+        from ..engines import infer
 
         model = self._model
         runs = [np.asarray(u, np.float64) for u in (runs if is_unit_list(runs) else [runs])]

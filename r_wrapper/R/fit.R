@@ -248,7 +248,7 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
   }
   id <- python_dataset_id(x, dataset)
   terms <- list(ids = attr(x, "ids"))
-  plotting <- reticulate::import("bulkem.interop.plotting", convert = FALSE)
+  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
   values <- py_numbers(py_call(plotting$dataset_values, py, id, .terms = terms))
   n <- length(values)
   # the values but a fraction `tail` at each end, as FitResult.plot in Python

@@ -235,7 +235,7 @@ plot.bulkem_hmm <- function(x, dataset = NULL, sequence = NULL, dim = 1, main = 
   }
   id <- python_dataset_id(x, dataset)
   terms <- hmm_terms(x)
-  plotting <- reticulate::import("bulkem.interop.plotting", convert = FALSE)
+  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
   values <- py_matrix(py_call(plotting$dataset_values, py, id, .terms = terms))
   D <- attr(x, "n_dims")
   if (!is.numeric(dim) || base::length(dim) != 1L || !dim %in% seq_len(D)) {

@@ -30,7 +30,7 @@ if SIMULATED:
     _cudasim.install()
 
 __all__ = ["cuda", "numba_config", "SIMULATED", "available", "register_exit_hook",
-           "Launcher", "_unload_each_library_once"]
+           "Launcher", "prepared_launch", "_unload_each_library_once"]
 
 
 def available() -> tuple[bool, str]:
@@ -139,3 +139,11 @@ class Launcher:
             self._fast()
         else:
             self.configured(*self.args)
+
+
+def prepared_launch(configured, args):
+    """A no-argument function launching ``configured`` with the fixed ``args``
+    (:class:`Launcher`, prepared when ``config.LARGE_CUDA_PREPARED_LAUNCH``)."""
+    from ... import config
+
+    return Launcher(configured, args, prepared=config.LARGE_CUDA_PREPARED_LAUNCH)

@@ -1,6 +1,6 @@
 """The GPU scan's kernels with a warp per chunk: the lanes share each element's matrices.
 
-The thread-per-chunk kernels of :mod:`bulkem.engines.kalman_cuda` keep a
+The thread-per-chunk kernels of :mod:`bulkem.engines.cuda.kalman` keep a
 chunk's matrices in local arrays: for ten states (AR(10)) that is ten 10 x 10
 float64 matrices per thread, 255 registers and ~9.6 KB of local memory, and
 at the upper levels of the scan few threads: each combine waits on local
@@ -115,7 +115,7 @@ def level0_programs(nx: int, ny: int, dtype, tpb: int, tpb_final: int, steps, sc
 
     The functions of ``scan.py`` (``chunk_element``) and ``kalman.py``
     (``filter_range``) run as in the thread-per-chunk kernels of
-    :mod:`bulkem.engines.kalman_cuda` (the same operations), but ``A, C, J``
+    :mod:`bulkem.engines.cuda.kalman` (the same operations), but ``A, C, J``
     (``up0``) and ``P`` (``final``) lie in shared memory, entry ``k`` of thread
     ``t`` at ``[k, t]`` (neighbouring threads, neighbouring banks), rather
     than in local memory: for AR(10) that was ~4 KB of local memory per thread

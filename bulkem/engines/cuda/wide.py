@@ -40,12 +40,11 @@ from numba import float32, float64
 
 from ... import config
 from ...data import Ragged
-from ...fitting.driver import make_stop
+from ...fitting.driver import gave_up, make_stop
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
-from ..wide import gave_up
 from .bulk import _APPROX32, _device, _group_sums
-from .compat import SIMULATED, cuda, register_exit_hook
+from .compat import SIMULATED, cuda, prepared_launch, register_exit_hook
 
 _WARP = config.WARP_SIZE
 
@@ -269,7 +268,7 @@ class _Device:
     """One dataset's arrays on the GPU, dealt for ``nb`` blocks, and the kernels' state."""
 
     def __init__(self, job, d, stream):
-        from ..cpu import narrow
+        from ..cpu.bulk import narrow
 
         data = job.data
         n_units = int(data.groups[d + 1] - data.groups[d])
@@ -306,9 +305,9 @@ class _Device:
         self.work64 = (cuda.device_array(max(sz.work, 1), np.float64, stream=stream)
                        if self.narrow else self.work)
         if sz.totals:  # the fit's constants, once, on the CPU (float64, chunk order)
-            from ..wide import _cpu_runner
+            from ..cpu.wide import runner
 
-            setup = _cpu_runner(job.model, np.float64)[0]
+            setup = runner(job.model, np.float64)[0]
             tot = setup(data64, 0, n_units, config.WIDE_CPU_CHUNK_UNITS)
             self.tot = cuda.to_device(tot, stream=stream)
 
@@ -325,15 +324,14 @@ class _Device:
 
 def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, drop_rtol):
     """Launch the iterations of one fit until its done flag is set; the loop's wall time."""
-    from ...models.mixture.wide import _launcher  # the prepared launch (numba-cuda internals)
 
     init, estep, reduce, _ = kern
     with warnings.catch_warnings():  # the one-block kernels' grids are small by design
         warnings.filterwarnings("ignore", message="Grid size")
         init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate)
-        est = _launcher(estep[dev.nb, config.WIDE_CUDA_THREADS, stream],
+        est = prepared_launch(estep[dev.nb, config.WIDE_CUDA_THREADS, stream],
                         (data, 0, dev.n_units, work, dev.part, istate, dev.buf, EXP_CONSTS))
-        red = _launcher(reduce[1, config.WIDE_CUDA_REDUCE_THREADS, stream],
+        red = prepared_launch(reduce[1, config.WIDE_CUDA_REDUCE_THREADS, stream],
                         (dev.part, dev.nb, istate, fstate, params_g, dev.tot, dev.coef, work,
                          dev.n_units, const, job.max_iter, job.tol, drop_rtol, job.reg))
     every = max(1, config.WIDE_CUDA_CHECK_EVERY)
@@ -354,7 +352,7 @@ def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, d
 def run_fits(job, progress) -> None:
     """Run every fit of a :class:`bulkem.api.Job` in the wide regime on the GPU, in place.
 
-    The job's starts are in ``job.params`` already (:func:`bulkem.engines.wide.run_fits`).
+    The job's starts are in ``job.params`` already (:func:`bulkem.engines.select.run`).
     """
     _, _, const = job.kernel_data()
     stream = cuda.stream()

@@ -43,7 +43,7 @@ to the float64 totals.  One CPU thread fitting a dataset (the bulk engine)
 and the one-large-dataset regime, which computes the blocks in parallel
 (:func:`make_blocked`) and adds them in the same order, give the same bits.
 
-The one-large-dataset regime (:mod:`bulkem.models.mixture.wide`), which
+The one-large-dataset regime (:mod:`bulkem.engines.large`), which
 spreads one fit's pass over many threads, runs the same pieces.
 
 On the CPU the passes take a lane's observations a tile at a time

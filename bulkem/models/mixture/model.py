@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit, prange
@@ -13,8 +14,10 @@ from ... import config
 from ...data import Packed, pack
 from ...fitting import starts
 from ..base import Pieces, Sizes
-from .family import Family
 from .fused import make_blocked, make_bound, make_pass
+
+if TYPE_CHECKING:  # (a type only: family.py imports this module)
+    from .family import Family
 
 
 @njit(cache=True, nogil=True)  # called by the CUDA scheduler's threads

@@ -35,7 +35,7 @@ test_that("the curves plot() draws are the fitted density", {
   skip_if_no_bulkem()
   data <- demo_data(1L, 300L, 6L)
   fit <- fit_mixture(data$r, starts = 2, seed = 3, backend = "cpu")
-  plotting <- reticulate::import("bulkem.interop.plotting", convert = FALSE)
+  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
   grid <- c(0.2, 1, 3)
   comp <- bulkem:::py_numbers(plotting$component_densities(
     attr(fit, "python"), 0L, bulkem:::py_float_array(grid)))

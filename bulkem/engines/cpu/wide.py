@@ -1,9 +1,9 @@
-"""Few fits, many units: each fit spread over the whole machine, for any model of units.
+"""The wide regime on the CPU: few fits of many units, each fit over every core.
 
 The bulk engines give every (dataset, start) fit to one CPU thread or a few
 lanes of a warp.  A batch of a few fits of datasets with very many units
 (one TMAP trace of 10^6 runs, an HMM dataset of 10^5 sequences) would leave
-most of the machine idle that way, so :func:`use_wide` sends it here and the
+most of the machine idle that way, so the strategy table sends it here and the
 fits run one after another, each over every core or the whole GPU.  The
 model's pieces (:class:`bulkem.models.base.Pieces`) are the same as the bulk
 engines' and the iteration semantics the driver's
@@ -12,7 +12,7 @@ stop as degenerate fitted again in float64 from their start, a float32 fit's
 log-likelihood taken in float64 at its returned parameters); only the sums
 over units are taken in another order.
 
-CPU (:func:`_cpu_runner`): each iteration is a ``prange`` over fixed chunks
+CPU (:func:`runner`): each iteration is a ``prange`` over fixed chunks
 of ``config.WIDE_CPU_CHUNK_UNITS`` units, each chunk running the model's
 ``estep`` into its own partial statistics, summed in chunk order (the
 log-likelihood too, then plus the parameters' and the dataset's constant
@@ -31,67 +31,17 @@ import numba
 import numpy as np
 from numba import prange
 
-from .. import config
-from ..fitting import memory
-from ..fitting.driver import make_stop
-from ..kernels.fastmath import EXP_CONSTS
-from ..kernels.target import CPU, kernel
+from ... import config
+from ...fitting import memory
+from ...fitting.driver import gave_up, make_stop
+from ...kernels.fastmath import EXP_CONSTS
+from ...kernels.target import CPU, kernel
+from .bulk import narrow
+
+_runners: dict = {}
 
 
-def use_wide(job, engine: str) -> bool:
-    """Whether a batch should run in the wide regime (few fits, many units).
-
-    Parameters
-    ----------
-    job : bulkem.api.Job
-    engine : {"cpu", "cuda"}
-
-    Returns
-    -------
-    bool
-        True when the model's items are the data's units (``unit_items``),
-        every fitted dataset has at least ``config.WIDE_MIN_UNITS`` units and
-        there are few fits: fewer than the Numba threads on the CPU, at most
-        ``config.WIDE_MAX_FITS_CUDA`` on the GPU.  ``config.WIDE_REGIME``
-        True or False overrides the rule (for a model of units).
-    """
-    if not getattr(job.model, "unit_items", False) or config.WIDE_REGIME is False:
-        return False
-    if config.WIDE_REGIME:
-        return len(job.fit_ds) > 0
-    n_fits = len(job.fit_ds)
-    few = (n_fits <= config.WIDE_MAX_FITS_CUDA if engine == "cuda"
-           else n_fits < numba.get_num_threads())
-    if n_fits == 0 or not few:
-        return False
-    return int(np.diff(job.data.groups)[job.fit_ds].min()) >= config.WIDE_MIN_UNITS
-
-
-def run_fits(job, progress, engine: str, on_starts=None) -> None:
-    """Run every fit of a :class:`bulkem.api.Job` in the wide regime, in place.
-
-    ``on_starts()``, if given, is called once every start is drawn.
-    """
-    job.start_in_place(on_starts)
-    if engine == "cuda":
-        from .cuda import wide as cuda_wide
-
-        cuda_wide.run_fits(job, progress)
-    else:
-        _run_cpu(job, progress)
-
-
-def gave_up(status: int) -> bool:
-    """A float32 fit the driver would fit again in float64 (it stopped as degenerate)."""
-    return status >= config.DEGENERATE_NONFINITE
-
-
-# --- CPU --------------------------------------------------------------------
-
-_cpu_runners: dict = {}
-
-
-def _cpu_runner(model, dtype):
+def runner(model, dtype):
     """``(setup, loop)`` of a model and compute dtype (compiled on first call).
 
     * ``setup(data64, lo, hi, chunk) -> tot``: the fit's constants;
@@ -101,8 +51,8 @@ def _cpu_runner(model, dtype):
     """
     dtype = np.dtype(dtype)
     key = (model.key, dtype.name)
-    if key in _cpu_runners:
-        return _cpu_runners[key]
+    if key in _runners:
+        return _runners[key]
     cdt = dtype.type
     pieces = model.pieces(cdt, CPU)
     setup_f = model.pieces(np.float64, CPU).setup
@@ -165,20 +115,18 @@ def _cpu_runner(model, dtype):
             ll_prev = ll
             it += 1
 
-    _cpu_runners[key] = (setup, loop)
-    return _cpu_runners[key]
+    _runners[key] = (setup, loop)
+    return _runners[key]
 
 
-def _run_cpu(job, progress) -> None:
-    from .cpu import narrow
-
+def run_fits(job, progress) -> None:
     data64, offsets, const = job.kernel_data()
     narrow_dt = np.dtype(job.dtype) != np.float64
     data = narrow(data64, job.dtype) if narrow_dt else data64
     n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
     memory.check_buffers(n_buf, job.data.longest_unit(), numba.get_num_threads())
-    loop = _cpu_runner(job.model, job.dtype)[1]
-    setup64, loop64 = _cpu_runner(job.model, np.float64)
+    loop = runner(job.model, job.dtype)[1]
+    setup64, loop64 = runner(job.model, np.float64)
     chunk = config.WIDE_CPU_CHUNK_UNITS
     no_tot = np.zeros(0)
     for f in range(len(job.fit_ds)):

@@ -16,9 +16,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .. import config
-from ..models.ssm.kalman import make_kalman
-from ..models.ssm.plan import (
+from ... import config
+from ...models.ssm.kalman import make_kalman
+from ...models.ssm.plan import (
     LoglikOut,
     SeriesBatch,
     chunk0_for,
@@ -30,8 +30,8 @@ from ..models.ssm.plan import (
     step_chunks,
     subset,
 )
-from ..models.ssm.scan import element_size, make_scan, make_steady_scan
-from ..models.ssm.splash import make_splash
+from ...models.ssm.scan import element_size, make_scan, make_steady_scan
+from ...models.ssm.splash import make_splash
 
 _compiled: dict = {}
 
@@ -594,10 +594,11 @@ def smooth(y: np.ndarray, model) -> dict:
     n = len(y) // model.dim_obs
     ms = np.empty((n, nx))
     Ps = np.empty((n, nx * nx))
-    lag = np.empty((max(n - 1, 0), nx * nx))
+    lag = np.empty((max(n - 1, 1), nx * nx))  # (a one-step series: a row the kernel may touch)
     ll = np.zeros(1)
     ok = p["smooth"](y, *(np.ascontiguousarray(a.reshape(-1)) for a in (
         model.F, model.H, model.Q, model.R, model.m0, model.P0)), ms, Ps, lag, ll)
     if not ok:
         return None
-    return dict(mean=ms, cov=Ps.reshape(n, nx, nx), lag=lag.reshape(-1, nx, nx), loglik=ll[0])
+    return dict(mean=ms, cov=Ps.reshape(n, nx, nx), lag=lag[:n - 1].reshape(-1, nx, nx),
+                loglik=ll[0])

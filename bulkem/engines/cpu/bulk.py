@@ -6,12 +6,12 @@ import numba
 import numpy as np
 from numba import prange
 
-from .. import config
-from ..fitting import memory
-from ..fitting.driver import make_em
-from ..kernels.cache import njit_cached
-from ..kernels.fastmath import EXP_CONSTS
-from ..kernels.target import CPU, kernel
+from ... import config
+from ...fitting import memory
+from ...fitting.driver import make_em
+from ...kernels.cache import njit_cached
+from ...kernels.fastmath import EXP_CONSTS
+from ...kernels.target import CPU, kernel
 
 _runners: dict = {}
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..result import FitResult
+    from .base import FitResult
 
 
 def dataset_values(result: FitResult, dataset: Any) -> np.ndarray:

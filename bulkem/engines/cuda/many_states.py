@@ -30,7 +30,7 @@ import numpy as np
 from numba import float64, int64
 
 from ... import config
-from ...engines.cuda.compat import Launcher, cuda
+from .compat import Launcher, cuda
 
 TS = 16  # tile edge: a block is TS x TS threads
 KS = 32  # split of the (step, sequence) rows of the transition counts' sum over blocks
@@ -42,22 +42,6 @@ KT = 16  # and rows of U and W in shared memory at a time
 LOADS = KT * XT // (TS * TS)  # shared values each thread loads per step
 NT = 128  # threads per block of the per-state kernels
 MAX_SYMBOLS = 64  # the per-state symbol counts live in a thread's local array
-
-
-def use_many_states(job, engine: str) -> bool:
-    """Whether a batch runs here: an HMM on the GPU with more than ``config.HMM_MANY_STATES``."""
-    m = job.model
-    if engine != "cuda" or getattr(m, "name", None) != "hmm":
-        return False
-    if m.n_states <= config.HMM_MANY_STATES:
-        return False
-    if m.emission.name != "categorical" or m.K > MAX_SYMBOLS:
-        raise ValueError(
-            f"n_components = {m.n_states} states with {m.emission.name} emissions on the GPU: "
-            f"more than config.HMM_MANY_STATES = {config.HMM_MANY_STATES} states runs on the "
-            f"GPU for categorical emissions of at most {MAX_SYMBOLS} symbols; use "
-            "backend='cpu', or fewer states.")
-    return True
 
 
 @cuda.jit(device=True)
@@ -455,9 +439,8 @@ class Pass:
         self._g_sum()
 
 
-def run_fits(job, progress, on_starts=None) -> None:
-    """Every fit of a job, one after another, each over the whole GPU (in place)."""
-    job.start_in_place(on_starts)
+def run_fits(job, progress) -> None:
+    """Every fit of a job, one after another, each over the whole GPU (in place; starts drawn)."""
     m = job.model
     N, V = m.n_states, m.K
     lay = m.layout
@@ -494,4 +477,4 @@ def run_fits(job, progress, on_starts=None) -> None:
         progress(1)
 
 
-__all__ = ["use_many_states", "run_fits", "Pass"]
+__all__ = ["run_fits", "Pass"]

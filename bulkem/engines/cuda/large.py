@@ -1,21 +1,4 @@
-"""One large dataset: each fit spread over the whole machine.
-
-The bulk engines give every (dataset, start) fit to one CPU thread or one
-warp.  A batch of a few fits of very many observations (one dataset of
-10^7 points, say) would leave most of the machine idle that way, so
-:func:`use_large` sends it here instead and the fits run one after another,
-each over every core or the whole GPU.  The per-observation math is the
-family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``, the exact pass's
-``exact_coef`` and ``exact_logdens``) and the driver's stopping rule
-(:mod:`bulkem.fitting.driver`); the results follow the same iteration
-semantics as the bulk engines.
-
-CPU: the driver itself (:func:`make_em`) on the ``cpu-wide`` target, whose
-passes over the observations compute their blocks (``config.ESTEP_BLOCK_OBS``
-observations each) in a ``prange`` loop and add them in block order: the
-very sums one CPU thread takes, so a fit gives the same bits in both regimes
-and with any number of threads (float32 fits that give up are fitted again
-in float64 there too).
+"""The one-large-dataset regime on the GPU: each mixture fit over the whole GPU.
 
 CUDA: two launches per iteration and no host round trip.  The sums are
 taken in another order than on the CPU.
@@ -45,7 +28,7 @@ do, the reduction picks each next E-step's form from the fit's numbers
 (:func:`.fused.make_bound`): the linear product, or the exact centred form
 (each (component, observation) evaluated on its own), which also takes
 every fit's first E-step.  float32 fits end as in the bulk engines (see
-:func:`_run_cuda`).
+:func:`run_fits`).
 """
 
 from __future__ import annotations
@@ -59,120 +42,11 @@ import numpy as np
 from numba import float32, float64, int64, njit, prange, uint64
 
 from ... import config
-from ...fitting.driver import make_em, make_stop
-from ...kernels.cache import njit_cached
-from ...kernels.fastmath import EXP_CONSTS
-from ...kernels.target import CPU_WIDE
-
-# --- the choice of regime ---------------------------------------------------
+from ...fitting.driver import make_stop
+from .compat import cuda, prepared_launch
 
 
-cuda = Launcher = None  # numba.cuda and compat.Launcher, imported by _load_cuda() for GPU fits only
-
-
-def _load_cuda() -> None:
-    """Import the CUDA side on first GPU use (a CPU-only fit never imports numba.cuda)."""
-    global cuda, Launcher
-    if cuda is None:
-        from ...engines.cuda import compat  # (the numpy shim and simulator set-up first)
-
-        cuda, Launcher = compat.cuda, compat.Launcher
-
-
-def use_large(job, engine: str) -> bool:
-    """Whether a batch should run in the one-large-dataset regime.
-
-    Parameters
-    ----------
-    job : bulkem.api.Job
-    engine : {"cpu", "cuda"}
-
-    Returns
-    -------
-    bool
-        True when every fitted dataset has at least ``config.LARGE_MIN_OBS``
-        observations and there are few fits: fewer than the Numba threads on
-        the CPU, at most ``config.LARGE_MAX_FITS_CUDA`` on the GPU (where the
-        model must also fit the kernel's shared memory).
-    """
-    from .model import MixtureModel
-
-    if not isinstance(job.model, MixtureModel):
-        return False
-    n_fits = len(job.fit_ds)
-    few = n_fits <= config.LARGE_MAX_FITS_CUDA if engine == "cuda" else (
-        n_fits < numba.get_num_threads())
-    if n_fits == 0 or not few:
-        return False
-    if job.data.dataset_sizes()[job.fit_ds].min() < config.LARGE_MIN_OBS:
-        return False
-    m = job.model
-    return engine != "cuda" or _cuda_plan(m.family, m.n_components, m.n_dims, job.dtype) is not None
-
-
-def run_fits(job, progress, engine: str, on_starts=None) -> None:
-    """Run every fit of a :class:`bulkem.api.Job` in the large regime, in place.
-
-    ``on_starts()``, if given, is called once every start is drawn.
-    """
-    job.start_in_place(on_starts)
-    if engine == "cuda":
-        _run_cuda(job, progress)
-    else:
-        _run_cpu(job, progress)
-
-
-# --- CPU --------------------------------------------------------------------
-
-_cpu_runners: dict = {}
-
-
-def _cpu_runner(model, dtype):
-    """The driver (:func:`make_em`) on the ``cpu-wide`` target: one fit, its blocks in parallel."""
-    key = (model.key, np.dtype(dtype).name)
-    if key in _cpu_runners:
-        return _cpu_runners[key]
-    em = make_em(model, np.dtype(dtype).type, CPU_WIDE)
-    sz = model.sizes()
-    NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
-    cdt = np.dtype(dtype).type
-
-    @njit_cached(key)
-    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, reg):
-        return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
-                  np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
-                  np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, reg)
-
-    _cpu_runners[key] = run
-    return run
-
-
-def _run_cpu(job, progress) -> None:
-    """Each fit in turn over every core, as the bulk CPU engine would fit it on one thread.
-
-    The driver and pieces are the bulk engine's; only the passes over the
-    observations run their blocks in parallel and add them in order, so the
-    results are those of the bulk CPU engine, bit for bit, whatever the threads.
-    """
-    from ...engines.cpu import narrow
-
-    run = _cpu_runner(job.model, job.dtype)
-    data64, offsets, const = job.kernel_data()
-    data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
-    for f in range(len(job.fit_ds)):
-        d = job.fit_ds[f]
-        st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
-                         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
-        job.status[f] = st
-        job.n_iter[f] = it
-        job.loglik[f] = ll
-        progress(1)
-
-
-# --- CUDA -------------------------------------------------------------------
-
-
-def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
+def plan(family, M: int, D: int, dtype) -> dict | None:
     """Sizes of the CUDA kernels for this model, or None if they do not fit.
 
     The family must have ``linear_logdens``.  The tile is the largest power
@@ -180,7 +54,6 @@ def _cuda_plan(family, M: int, D: int, dtype) -> dict | None:
     (coefficients, statistics vectors and responsibilities of a tile) fit
     ``config.LARGE_CUDA_SHARED_BYTES``.
     """
-    _load_cuda()
     isz = np.dtype(dtype).itemsize
     nc = family.n_coef(M, D)
     ns = family.n_stats(M, D)
@@ -489,13 +362,6 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
 _host_coef: dict = {}
 
 
-def _launcher(configured, args):
-    """A no-argument function launching ``configured`` with the fixed ``args``
-    (:class:`bulkem.engines.cuda.compat.Launcher`; ``config.LARGE_CUDA_PREPARED_LAUNCH``)."""
-    _load_cuda()  # (also called by the wide regime of models of units: engines/cuda/wide.py)
-    return Launcher(configured, args, prepared=config.LARGE_CUDA_PREPARED_LAUNCH)
-
-
 def _grid_blocks(estep, dtype, threads: int) -> int:
     """E-step blocks: ``config.LARGE_CUDA_BLOCKS_PER_SM`` per multiprocessor, or
     as many as can be resident at once (one wave; each block walks its share of
@@ -527,7 +393,7 @@ class _CudaFits:
         fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
         (feat, self.stride), offsets, const = job.kernel_data()
         self.dtype = np.dtype(dtype)
-        self.plan = _cuda_plan(fam, M, D, self.dtype)
+        self.plan = plan(fam, M, D, self.dtype)
         self.estep, self.reduce, self.nsx = _kernels(fam, M, D, self.dtype, self.plan)
         ecoef = _host_coef.get(fam.name)
         if ecoef is None:
@@ -568,9 +434,9 @@ class _CudaFits:
         every = max(1, config.LARGE_CUDA_CHECK_EVERY)
         with warnings.catch_warnings():  # the reduction's grid is small by design
             warnings.filterwarnings("ignore", message="Grid size")
-            est = _launcher(self.estep[nb, self.threads, stream],
+            est = prepared_launch(self.estep[nb, self.threads, stream],
                             (self.feat, self.stride, lo, hi, coef_g, self.part, istate))
-            red = _launcher(self.reduce[self.n_red, self.plan["reduce_threads"], stream],
+            red = prepared_launch(self.reduce[self.n_red, self.plan["reduce_threads"], stream],
                             (self.part, nb, istate, fstate, self.stats, params_g, coef_g, tot_g,
                              hi - lo, float(const), max_iter, tol, drop_rtol, reg))
         stream.synchronize()
@@ -591,7 +457,7 @@ class _CudaFits:
         return int(istate_h[2]), int(istate_h[1]), float(fstate_h[1])
 
 
-def _run_cuda(job, progress) -> None:
+def run_fits(job, progress) -> None:
     """Each fit in turn over the whole GPU.
 
     With float32, as in the bulk engines (:func:`bulkem.fitting.driver.make_em`):
@@ -600,7 +466,6 @@ def _run_cuda(job, progress) -> None:
     float64 from its start (float32 statistics cannot resolve a component
     shrinking onto one point: its variance comes out <= 0).
     """
-    _load_cuda()
     fam = job.model.family
     (feat, _), offsets, const = job.kernel_data()
     S = fam.n_stats(1, job.model.n_dims)

@@ -51,9 +51,9 @@ import numpy as np
 from numba import config as numba_config
 from numba import float32, float64, int8, njit
 
-from .. import config
-from ..models.ssm.kalman import make_kalman
-from ..models.ssm.plan import (
+from ... import config
+from ...models.ssm.kalman import make_kalman
+from ...models.ssm.plan import (
     LoglikOut,
     SeriesBatch,
     chunk0_for,
@@ -62,9 +62,9 @@ from ..models.ssm.plan import (
     steady_matrices,
     subset,
 )
-from ..models.ssm.scan import element_size, make_scan, make_steady_scan
-from ..models.ssm.splash import make_splash
-from .cuda import available, cuda  # numba.cuda, after the CUDA engine's shims
+from ...models.ssm.scan import element_size, make_scan, make_steady_scan
+from ...models.ssm.splash import make_splash
+from . import available, cuda  # numba.cuda, after the CUDA engine's shims
 
 __all__ = ["available", "exact", "scan", "splash", "to_device"]
 
@@ -492,7 +492,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
     ----------
     batch : SeriesBatch
     shared : bool, optional
-        As for :func:`bulkem.engines.kalman_cpu.exact`.
+        As for :func:`bulkem.engines.cpu.kalman.exact`.
     dev : DeviceBatch, optional
         The batch already on the GPU (``to_device(batch)``).
 
@@ -503,7 +503,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
     series x 1,000 steps), as fast as a time-major copy made first
     (1.73 ms either way), without the copy's 1.1 ms.
     """
-    from . import kalman_cpu
+    from ..cpu import kalman as kalman_cpu
 
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
@@ -564,7 +564,7 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
         the same one (and the same chunks) reuse its plan: chunk tables,
         buffers and prepared launches (:func:`_scan_plan`).
     shared : bool, optional
-        As for :func:`bulkem.engines.kalman_cpu.scan`: None runs the
+        As for :func:`bulkem.engines.cpu.kalman.scan`: None runs the
         steady-state scan when the batch allows it (its level-0 chunks then at
         least ``config.KALMAN_CUDA_STEADY_CHUNK0`` steps, ``config.
         KALMAN_CUDA_STEADY_CHUNK`` elements per chunk above), False never.
@@ -580,7 +580,7 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     down) and one copy back of the level-0 chunks' results; the host adds
     each series' chunks in chunk order (as ``plan.gather``): the same bits.
     """
-    from .kalman_cpu import steady
+    from ..cpu.kalman import steady
 
     reuse = dev is not None
     dev = to_device(batch) if dev is None else dev
@@ -627,7 +627,7 @@ def _launcher(kernel, grid: tuple[int, int], args, prepared: bool = True):
     returns the kernel), so that a kept launch would run with the grid of
     whichever launch was configured last; there the grid is set at each launch.
     """
-    from .cuda.compat import SIMULATED, Launcher
+    from .compat import SIMULATED, Launcher
 
     if SIMULATED:
         return Launcher(lambda *a: kernel[grid](*a), args)
@@ -648,7 +648,7 @@ class _ScanPlan(NamedTuple):
 def _scan_warps(md, dtype) -> int:
     """Warps per block of the warp-per-chunk scan kernels for these models, or 0 for the
     thread-per-chunk kernels (few states, or too much shared memory per warp)."""
-    from .cuda.scan_warp import warps_per_block
+    from .scan_warp import warps_per_block
 
     if md.nx < config.KALMAN_CUDA_SCAN_WARP_MIN_NX:
         return 0
@@ -658,7 +658,7 @@ def _scan_warps(md, dtype) -> int:
 def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int) -> dict:
     """The scan kernels of :mod:`bulkem.engines.cuda.scan_warp` (a warp per chunk above
     level 0, a thread per chunk at level 0), built once per process."""
-    from .cuda import scan_warp
+    from . import scan_warp
 
     key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, config.KALMAN_CUDA_THREADS)
     if key not in _compiled:
@@ -694,7 +694,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
         return _ScanPlan(starts, None, np.zeros((3, 0)), (), len(levels), {})
     dt = batch.y.dtype
     if wpb:
-        from .cuda.scan_warp import WARP
+        from .scan_warp import WARP
 
         w = _warp_programs(md.nx, md.ny, md.kind, dt, wpb)
         kernels = dict(scan_up0=w["up0"], scan_up=w["up"], scan_down=w["down"],
@@ -829,7 +829,7 @@ def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | Non
         The batch already on the GPU (``to_device(batch)``); calls again with
         the same one reuse its chunk table, buffers and prepared launch.
     shared : bool, optional
-        As for :func:`bulkem.engines.kalman_cpu.splash`; the shared covariance
+        As for :func:`bulkem.engines.cpu.kalman.splash`; the shared covariance
         recursion of a window is computed on the host once per model, window
         and broad prior, and kept on the GPU (:func:`_device_gains`).
 
@@ -892,14 +892,14 @@ _GAINS_CACHE_SIZE = 8
 
 
 def _device_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | None):
-    """:func:`bulkem.engines.kalman_cpu.splash_gains`, copied to the GPU once and kept.
+    """:func:`bulkem.engines.cpu.kalman.splash_gains`, copied to the GPU once and kept.
 
     Returns ``(use, Ws, Ls, logdets)``, the arrays on the current GPU.  The key
     holds the bytes of the model's ``F, H, Q, R`` (the recursion starts from
     ``N(0, broad I)``, not from the model's prior), so a changed model is a new
     entry; the context in the entry keeps a reset device's arrays unused.
     """
-    from .kalman_cpu import splash_gains
+    from ..cpu.kalman import splash_gains
 
     md = batch.models
     dt = batch.y.dtype

@@ -18,9 +18,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from ...kernels.cache import njit_cached
-from ...kernels.scaled import LN2, exponent, pow2
-from ...kernels.target import CPU
+from ..kernels.cache import njit_cached
+from ..kernels.scaled import LN2, exponent, pow2
+from ..kernels.target import CPU
 
 cuda = None  # numba.cuda, imported by _cuda_runners() on first GPU use
 
@@ -239,12 +239,12 @@ def _cuda_runners(model):
     """Forward scores and Viterbi paths of many sequences on the GPU, a thread per sequence."""
     global cuda
     if cuda is None:  # the first GPU use: a CPU-only session never imports numba.cuda
-        from ...engines.cuda.compat import cuda
+        from .cuda.compat import cuda
     if model.key in _gpu:
         return _gpu[model.key]
     from numba import float64
 
-    from ...engines.cuda import bulk
+    from .cuda import bulk
 
     lay = model.layout
     N = lay.N
