@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import os
 import sys
@@ -13,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from . import config, models
+from . import models
 from .data import Packed, Ragged
 from .engines import select
 from .fitting import memory, starts
 from .fitting.progress import Progress
 from .result import FitResult, result_class
+from .tuning import Tuning
+from .tuning import check as check_tuning
 
 BACKENDS = ("auto", "cpu", "cuda")
 _COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
@@ -69,6 +72,11 @@ class Job:
     drop_rtol: float
     reg: float
     _kernel_data: tuple | None = field(default=None, repr=False)
+
+    @property
+    def tuning(self) -> Tuning:
+        """The tuning the engines run this job with (the model's)."""
+        return self.model.tuning
 
     def kernel_data(self) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The model's kernel arrays of the whole batch (``model.kernel_data``), on first use.
@@ -166,6 +174,7 @@ def fit(
     value_col: str | Sequence[str] = "value",
     reg_covar: float = 1e-6,
     init_method: str | None = None,
+    tuning: Tuning | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a finite mixture by EM to every dataset, from many starts each.
@@ -245,9 +254,14 @@ def fit(
         distance to the nearest one so far), variances of the observations
         nearest each centre, equal weights; a dataset of more than 1,024
         observations (32 per component if more) is seeded from a random
-        sample of that many (``config.KMEANS_SAMPLE_OBS``).  None: the
+        sample of that many (``Tuning.kmeans_sample_obs``).  None: the
         family's default, "subset" for "invgauss" and "kmeans++" for
         "gaussian" (the seeding scikit-learn users expect).
+    tuning : bulkem.tuning.Tuning, optional
+        Block sizes, thresholds and other tunable numbers (:class:`bulkem.tuning.Tuning`;
+        None: the measured defaults).  They change speed and the order of sums, not
+        the model: tests pass small blocks so that tiny inputs span several.
+
     Returns
     -------
     FitResult
@@ -272,6 +286,7 @@ def fit(
     if not np.isfinite(tol):
         raise ValueError(f"tol must be finite; got tol = {tol!r}.")
     dtype = _check_dtype(dtype)
+    tuning = check_tuning(tuning)
     if not isinstance(strict, (bool, np.bool_)):
         raise TypeError(f"strict must be True or False; got strict = {strict!r}.")
     if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
@@ -285,7 +300,7 @@ def fit(
     else:
         seed = _check_int("seed", seed, 0, 2**64 - 1)  # (the starts use it modulo 2^64)
     pairs = fam.read(datasets, dataset_col, value_col, options)
-    model = fam.model(pairs, M, options)
+    model = dataclasses.replace(fam.model(pairs, M, options), tuning=tuning)
     if dtype not in getattr(model, "dtypes", DTYPES):
         raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
                          f"one of {list(model.dtypes)}.")
@@ -368,7 +383,9 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
     if user is not None and len(user) >= n_starts:  # no random start: no dataset key needed
         keys = np.zeros(data.n_datasets, np.uint64)
     else:
-        keys = starts.dataset_keys(data.values, data.value_offsets)
+        keys = starts.dataset_keys(data.values, data.value_offsets,
+                                   model.tuning.hash_blocked_min_words,
+                                   model.tuning.hash_block_words)
     plan = model.start_plan(data, keys, seed, init_method, user)
     return Job(
         model=model,
@@ -384,6 +401,6 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
         loglik=np.zeros(len(fit_ds), np.float64),
         max_iter=max_iter,
         tol=tol,
-        drop_rtol=config.DECREASE_RTOL[dtype.name],
+        drop_rtol=model.tuning.decrease_rtol[dtype.name],
         reg=reg,
     )

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import config
 from .data import as_datasets
 from .models.ssm.plan import not_finite, not_positive_definite, pack_series
 from .models.ssm.statespace import StateSpace, as_models
+from .tuning import Tuning
+from .tuning import check as check_tuning
 
 METHODS = ("exact", "scan", "splash")
 DTYPES = ("float64", "float32")
@@ -92,6 +93,7 @@ def kalman_loglik(
     splash_var: float | None = None,
     series_col: str = "series",
     value_col: str | Sequence[str] | None = "value",
+    tuning: Tuning | None = None,
 ) -> pd.DataFrame:
     """Log marginal likelihood ``log p(y_1, ..., y_T)`` of every series under its model.
 
@@ -129,11 +131,15 @@ def kalman_loglik(
         report both and their difference.
     splash_var : float, optional
         Variance of the broad prior ``N(0, splash_var * I)`` that starts each
-        splash window (default ``config.KALMAN_SPLASH_BROAD_VAR`` = 1e6);
+        splash window (default ``Tuning.kalman_splash_broad_var`` = 1e6);
         pick it much larger than the state's variance.
     series_col, value_col : str
         Column names for DataFrame input (``value_col=None``: every column
         but ``series_col``).
+
+    tuning : bulkem.tuning.Tuning, optional
+        Chunk sizes, threads per block and the splash prior's default variance
+        (:class:`bulkem.tuning.Tuning`; None: the defaults).
 
     Returns
     -------
@@ -165,6 +171,7 @@ def kalman_loglik(
     from .api import resolve_backend
 
     _check_args(method, window, dtype, report_error, splash_var)
+    tuning = check_tuning(tuning)
     models, one = as_models(model)
     ny = models[0].dim_obs
     pairs = _as_series(series, ny, series_col, value_col)
@@ -185,12 +192,12 @@ def kalman_loglik(
         else:
             from .engines.cpu import kalman as engine
         if method == "exact":
-            out = engine.exact(batch)
+            out = engine.exact(batch, tuning=tuning)
         elif method == "scan":
-            out = engine.scan(batch)
+            out = engine.scan(batch, tuning=tuning)
         else:
-            broad = config.KALMAN_SPLASH_BROAD_VAR if splash_var is None else float(splash_var)
-            out = engine.splash(batch, int(window), broad)
+            broad = tuning.kalman_splash_broad_var if splash_var is None else float(splash_var)
+            out = engine.splash(batch, int(window), broad, tuning=tuning)
         ll[valid] = out.loglik
         for j in np.flatnonzero(out.fail >= 0):
             i = valid[j]
@@ -205,7 +212,7 @@ def kalman_loglik(
             msg[i] = not_finite(out.loglik[j], pairs[i][1], dtype)
             ll[i] = np.nan
         if report_error:
-            ref = engine.exact(batch)
+            ref = engine.exact(batch, tuning=tuning)
             exact_ll[valid] = np.where((ref.fail >= 0) | ~np.isfinite(ref.loglik), np.nan,
                                        ref.loglik)
     ids = [k for k, _ in pairs]

@@ -34,13 +34,25 @@ def seed() -> int:
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-def backend(request, monkeypatch) -> str:
-    """Every engine; CUDA with two fits per block so that several blocks run."""
-    if request.param == "cuda":
-        from bulkem import config
-
-        monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 2)
+def backend(request) -> str:
+    """Every engine (with the ``tuning`` fixture's tuning)."""
     return request.param
+
+
+@pytest.fixture
+def tuning(backend):
+    """The tuning of a test over engines: CUDA with two fits per block, so that several
+    blocks run on tiny inputs."""
+    from bulkem.tuning import Tuning
+
+    return Tuning(cuda_warps_per_block=2) if backend == "cuda" else Tuning()
+
+
+# Blocks, tiles and grids of the one-large-dataset regime small enough for tiny data, and
+# small E-step blocks (tests/test_gaussian.py and test_exact.py share them: compiled once).
+SMALL_LARGE = dict(estep_block_obs={"float64": 16, "float32": 16}, large_cuda_threads=64,
+                   large_cuda_tile=16, large_cuda_max_blocks=2, large_cuda_reduce_cols=8,
+                   large_cuda_reduce_threads=32, large_cuda_check_every=2)
 
 
 def assert_same_tables(a, b) -> None:

@@ -14,15 +14,12 @@ from conftest import assert_same_tables, demo, run_and_kill
 import bulkem
 from bulkem import api
 from bulkem.scale import checkpoint, combine
+from bulkem.tuning import Tuning
 
 pytest.importorskip("pyarrow")
 
-KW = dict(n_components=2, n_starts=3, seed=5, backend="cpu", progress=False)
-
-
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(checkpoint, "CHUNK_FITS", 4 * KW["n_starts"])  # 4 datasets a chunk
+KW = dict(n_components=2, n_starts=3, seed=5, backend="cpu", progress=False,
+          tuning=Tuning(checkpoint_chunk_fits=12))  # 4 datasets of 3 starts a chunk
 
 
 @pytest.fixture
@@ -46,7 +43,7 @@ def data(n=18, seed=3):
     return d
 
 
-def test_chunked_run_equals_one_call_and_second_call_reads(tmp_path, small_chunks, count_fits):
+def test_chunked_run_equals_one_call_and_second_call_reads(tmp_path, count_fits):
     d = data()
     with pytest.warns(UserWarning, match="1 of 18 datasets are invalid"):
         ref = api.fit(d, **KW)
@@ -73,7 +70,7 @@ def test_chunked_run_equals_one_call_and_second_call_reads(tmp_path, small_chunk
     assert (again.seed, again.backend, again.n_components) == (5, "cpu", 2)
 
 
-def test_dataframe_and_dict_inputs(tmp_path, small_chunks):
+def test_dataframe_and_dict_inputs(tmp_path):
     d = demo(9, 50, 4)
     df = pd.DataFrame({"dataset": np.repeat([f"s{i}" for i in range(9)], 50),
                        "value": np.concatenate(d)}).sample(frac=1, random_state=1)
@@ -84,7 +81,7 @@ def test_dataframe_and_dict_inputs(tmp_path, small_chunks):
     assert_same_tables(api.fit(named, **KW), bulkem.fit(named, checkpoint=tmp_path / "b", **KW))
 
 
-def test_seed_none_is_drawn_once_and_kept(tmp_path, small_chunks):
+def test_seed_none_is_drawn_once_and_kept(tmp_path):
     d = demo(6, 50, 5)
     kw = {**KW, "seed": None}
     first = bulkem.fit(d, checkpoint=tmp_path / "run", **kw)
@@ -93,7 +90,7 @@ def test_seed_none_is_drawn_once_and_kept(tmp_path, small_chunks):
     assert_same_tables(api.fit(d, **{**KW, "seed": first.seed}), again)
 
 
-def test_other_arguments_or_data_are_refused(tmp_path, small_chunks):
+def test_other_arguments_or_data_are_refused(tmp_path):
     d = demo(10, 50, 6)
     bulkem.fit(d, checkpoint=tmp_path / "run", **KW)
     with pytest.raises(ValueError, match=r"other arguments: n_starts = 3 in the checkpoint, 4 "
@@ -119,7 +116,7 @@ def test_bad_arguments_leave_no_checkpoint(tmp_path):
     assert not (tmp_path / "run" / "manifest.json").exists()
 
 
-def test_progress_counts_every_fit_once(tmp_path, small_chunks):
+def test_progress_counts_every_fit_once(tmp_path):
     seen = []
     d = demo(10, 50, 7)
     bulkem.fit(d, checkpoint=tmp_path / "run", **{**KW, "progress": lambda a, b: seen.append(a)})
@@ -132,10 +129,10 @@ def test_progress_counts_every_fit_once(tmp_path, small_chunks):
 CHILD = """
 import pathlib, sys, time
 import bulkem
-from bulkem.scale import checkpoint
 from bulkem.interop.datasets import simulate_demo
+from bulkem.scale import checkpoint
+from bulkem.tuning import Tuning
 
-checkpoint.CHUNK_FITS = 12  # 4 datasets of 3 starts a chunk
 marker = pathlib.Path(sys.argv[2])
 
 def progress(done, total):
@@ -144,7 +141,8 @@ def progress(done, total):
         time.sleep(600)
 
 bulkem.fit(simulate_demo(18, 60, seed=11), n_starts=3, seed=5, backend="cpu",
-           checkpoint=sys.argv[1], progress=progress)
+           checkpoint=sys.argv[1], progress=progress,
+           tuning=Tuning(checkpoint_chunk_fits=12))  # 4 datasets of 3 starts a chunk
 """
 
 
@@ -174,10 +172,10 @@ def hmm_frame(n: int = 7, seed: int = 2) -> pd.DataFrame:
 
 
 HMM = dict(family="hmm", emission="poisson", n_components=2, n_starts=2, max_iter=5, seed=3,
-           backend="cpu", progress=False)
+           backend="cpu", progress=False, tuning=KW["tuning"])
 
 
-def test_hidden_markov_tables_come_along(tmp_path, small_chunks):
+def test_hidden_markov_tables_come_along(tmp_path):
     df = hmm_frame()
     ref = api.fit(df, **HMM)
     assert "transitions" in combine.table_names(ref)
@@ -193,7 +191,7 @@ def test_hidden_markov_tables_come_along(tmp_path, small_chunks):
         bulkem.fit(df, checkpoint=tmp_path / "cat", **{**HMM, "emission": "categorical"})
 
 
-def test_every_input_form_is_read_as_bulkem_fit_reads_it(tmp_path, small_chunks):
+def test_every_input_form_is_read_as_bulkem_fit_reads_it(tmp_path):
     """A TMAP's list of runs is one trace (it was cut into one trace a run, issue 30)."""
     rng = np.random.default_rng(4)
     runs = [rng.exponential(1.0, k) for k in (3, 2, 4, 3, 2, 5, 3)]

@@ -21,12 +21,14 @@ import bulkem
 from bulkem import api
 from bulkem.interop.cli import main
 from bulkem.scale import checkpoint, combine
+from bulkem.tuning import Tuning
 
 pytest.importorskip("pyarrow")
 
 FAMILIES = ("invgauss", "gaussian", "hmm", "tmap", "ar", "local_level")
 N_DATASETS, PER_CHUNK, N_STARTS = 5, 2, 2
-COMMON = dict(n_starts=N_STARTS, max_iter=5, seed=7, backend="cpu", progress=False)
+COMMON = dict(n_starts=N_STARTS, max_iter=5, seed=7, backend="cpu", progress=False,
+              tuning=Tuning(checkpoint_chunk_fits=PER_CHUNK * N_STARTS))  # chunks of 2 datasets
 # bulkem.fit's family options, and the same on the command line.
 OPTIONS = {"invgauss": ({"n_components": 2}, ["--components", "2"]),
            "gaussian": ({"n_components": 2}, ["--components", "2"]),
@@ -67,19 +69,13 @@ def fit_kwargs(family: str) -> dict:
     return {"family": family, **COMMON, **OPTIONS[family][0]}
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(checkpoint, "CHUNK_FITS", PER_CHUNK * N_STARTS)
-
-
 _MADE: dict = {}
 
 
 @pytest.fixture
-def made(tmp_path_factory, monkeypatch):
+def made(tmp_path_factory):
     """``made(family)``: (frame, kwargs, the in-memory fit, a fresh copy of a complete
     checkpoint of 3 chunks); each family fitted once for the module."""
-    monkeypatch.setattr(checkpoint, "CHUNK_FITS", PER_CHUNK * N_STARTS)
 
     def make(family: str):
         if family not in _MADE:
@@ -224,10 +220,9 @@ CHILD = """
 import pathlib, sys, time, warnings
 import pandas as pd
 import bulkem
-from bulkem.scale import checkpoint
+from bulkem.tuning import Tuning
 
 warnings.simplefilter("ignore")
-checkpoint.CHUNK_FITS = {per_fits}
 marker = pathlib.Path(sys.argv[2])
 
 def progress(done, total):
@@ -237,6 +232,7 @@ def progress(done, total):
 
 kw = {kw!r}
 kw["progress"] = progress
+kw["tuning"] = Tuning(checkpoint_chunk_fits={per_fits})
 bulkem.fit(pd.read_pickle(sys.argv[3]), checkpoint=sys.argv[1], **kw)
 """
 
@@ -269,7 +265,7 @@ def test_fit_killed_then_resumed_equals_an_uninterrupted_run(made, tmp_path, fam
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(CHILD.format(per_fits=PER_CHUNK * N_STARTS,
                                                    kw={k: v for k, v in kw.items()
-                                                       if k != "progress"})))
+                                                       if k not in ("progress", "tuning")})))
     run_and_kill([str(script), str(run), str(marker), str(data)], marker)
     assert checkpoint.RunDir(run).finished() in ({0}, {0, 1})
     with warnings.catch_warnings():

@@ -15,17 +15,14 @@ import warnings
 import numba
 import numpy as np
 import pytest
-from conftest import demo
+from conftest import SMALL_LARGE, demo
 from reference import gauss_em, gauss_mix_logpdf, ig_em, ig_logpdf
 from scipy.special import logsumexp
 
 import bulkem
-from bulkem import config
-from bulkem.engines import large as wide
+from bulkem.tuning import Tuning
 
 # The issue's first example: one value at 0, eight near -1e6.
-# Small blocks of observations, the same as tests/test_gaussian.py's (compiled once).
-BLOCKS = {"float64": 16, "float32": 16}
 FAR = np.array([0.0, -1.2e6, -0.8e6, -1.1e6, -0.9e6, -1.3e6, -1.0e6, -0.7e6, -1.05e6])[:, None]
 
 
@@ -34,17 +31,9 @@ def _rel(a, b):
 
 
 @pytest.fixture(params=["bulk", "large"])
-def regime(request, monkeypatch, backend):
-    """Force a regime; blocks, tiles and grids small enough for tiny data."""
-    monkeypatch.setattr(wide, "use_large", lambda job, engine: request.param == "large")
-    monkeypatch.setattr(config, "ESTEP_BLOCK_OBS", BLOCKS)
-    monkeypatch.setattr(config, "LARGE_CUDA_THREADS", 64)
-    monkeypatch.setattr(config, "LARGE_CUDA_TILE", 16)
-    monkeypatch.setattr(config, "LARGE_CUDA_MAX_BLOCKS", 2)
-    monkeypatch.setattr(config, "LARGE_CUDA_REDUCE_COLS", 8)
-    monkeypatch.setattr(config, "LARGE_CUDA_REDUCE_THREADS", 32)
-    monkeypatch.setattr(config, "LARGE_CUDA_CHECK_EVERY", 2)
-    return request.param
+def regime(request, tuning):
+    """A tuning that forces a regime, with blocks, tiles and grids small enough for tiny data."""
+    return tuning.replace(strategy=request.param, **SMALL_LARGE)
 
 
 def _check_logliks(res, data):
@@ -61,7 +50,7 @@ def test_component_on_one_far_point(backend, regime):
     """The issue's case: the reported log-likelihood was -8.27 against a true -105.65."""
     n_starts = 5 if backend == "cpu" else 2
     res = bulkem.fit([FAR], family="gaussian", n_components=2, n_starts=n_starts, seed=1,
-                     backend=backend)
+                     backend=backend, tuning=regime)
     _check_logliks(res, [FAR])
     # every start's log-likelihood against the oracle from its start
     for row in res.starts.itertuples():
@@ -82,7 +71,7 @@ def test_the_first_example_from_a_sharp_start_in_every_dtype(backend, regime):
     ref = gauss_em(FAR, init["weight"], init["mean"], init["var"], max_iter=4, tol=0.0)
     for dtype, rtol in (("float64", 1e-9), ("float32", 1e-5)):
         res = bulkem.fit([FAR], family="gaussian", n_components=2, n_starts=1, init=init,
-                         max_iter=4, tol=0.0, backend=backend, dtype=dtype)
+                         max_iter=4, tol=0.0, backend=backend, tuning=regime, dtype=dtype)
         assert res.starts.status[0] == ref["status"], dtype
         assert _rel(res.starts.loglik[0], ref["loglik"]) < rtol, dtype
         _check_logliks(res, [FAR])  # float32: a float64 E-step at the returned parameters
@@ -93,34 +82,36 @@ def test_sharp_inverse_gaussian_component(backend, regime):
     rng = np.random.default_rng(4)
     x = np.concatenate([demo(1, 40, 3)[0], 1000.0 + rng.standard_normal(8)])
     init = {"weight": [0.8, 0.2], "mu": [2.0, 1000.0], "lambda": [1.0, 1e9]}
-    res = bulkem.fit([x], n_starts=1, init=init, max_iter=5, tol=0.0, backend=backend)
+    res = bulkem.fit([x], n_starts=1, init=init, max_iter=5, tol=0.0, backend=backend,
+                     tuning=regime)
     ref = ig_em(x, init["weight"], init["mu"], init["lambda"], max_iter=5, tol=0.0)
     assert res.starts.status[0] == ref["status"]
     assert _rel(res.starts.loglik[0], ref["loglik"]) < 1e-9
     _check_logliks(res, [x])
 
 
-def test_exact_and_linear_passes_agree_on_ordinary_data(monkeypatch, backend, seed):
+def test_exact_and_linear_passes_agree_on_ordinary_data(backend, tuning, seed):
     """Forcing the exact pass everywhere moves ordinary fits by rounding only."""
     data = demo(2, 60, seed)
-    kw = dict(n_starts=2, max_iter=10, tol=0.0, seed=seed, backend=backend)
+    kw = dict(n_starts=2, max_iter=10, tol=0.0, seed=seed, backend=backend, tuning=tuning)
     usual = bulkem.fit(data, **kw)
-    monkeypatch.setitem(config.EXACT_RTOL, "float64", 0.0)
-    exact = bulkem.fit(data, **kw)
+    exact = bulkem.fit(data, **{**kw, "tuning": tuning.replace(
+        exact_rtol={**tuning.exact_rtol, "float64": 0.0})})
     assert np.max(_rel(exact.starts.loglik, usual.starts.loglik)) < 1e-12
 
 
 def test_float32_fit_that_gives_up_in_the_large_regime_is_the_float64_fit(
-        monkeypatch, backend, regime, seed):
+        backend, regime, seed):
     """As in the bulk engines: refitted in float64 from its start (issue 18, item 4)."""
-    monkeypatch.setitem(config.DECREASE_RTOL, "float32", -1.0)  # every float32 fit gives up
+    # every float32 fit gives up; the bulk kernel refits with as many lanes as a float64
+    # batch (None), not more: the same sums, so the same bits (with more lanes, rounding
+    # apart: 1e-8 in these parameters)
+    regime = regime.replace(decrease_rtol={**regime.decrease_rtol, "float32": -1.0},
+                            cuda_lanes_per_refit=None)
     x = [np.concatenate([np.random.default_rng(seed).normal(0, 1, (30, 2)),
                          np.random.default_rng(seed + 1).normal(4, 1, (30, 2))])]
     kw = dict(family="gaussian", n_components=2, n_starts=2, max_iter=6, tol=0.0, seed=seed,
-              backend=backend)
-    # the bulk kernel refits with as many lanes as a float64 batch (None), not more: the
-    # same sums, so the same bits (with more lanes, rounding apart: 1e-8 in these parameters)
-    monkeypatch.setattr(config, "CUDA_LANES_PER_REFIT", None)
+              backend=backend, tuning=regime)
     r64 = bulkem.fit(x, **kw)
     r32 = bulkem.fit(x, dtype="float32", **kw)
     assert r32.starts.equals(r64.starts)
@@ -135,7 +126,7 @@ def test_float32_component_on_one_point_is_a_fit(backend, regime):
     init = {"weight": [0.5, 0.5], "mean": [[0.0, 0.0], [37.3, 37.3]],
             "var": [[1.0, 1.0], [0.5, 0.5]]}
     kw = dict(family="gaussian", n_components=2, n_starts=1, init=init, max_iter=8, tol=0.0,
-              backend=backend)
+              backend=backend, tuning=regime)
     r64 = bulkem.fit([x], **kw)
     r32 = bulkem.fit([x], dtype="float32", **kw)
     assert r64.starts.status[0] == "max_iter"
@@ -143,15 +134,15 @@ def test_float32_component_on_one_point_is_a_fit(backend, regime):
     _check_logliks(r32, [x])
 
 
-def test_same_bits_alone_beside_others_and_with_any_threads(monkeypatch):
+def test_same_bits_alone_beside_others_and_with_any_threads():
     """The issue's second case: a dataset big enough for the large regime gave other bits
     alone on 2 threads than beside a small dataset or on 1 thread."""
-    monkeypatch.setattr(config, "LARGE_MIN_OBS", 500)
-    monkeypatch.setattr(config, "ESTEP_BLOCK_OBS", BLOCKS)
+    tuning = Tuning(large_min_obs=500, estep_block_obs=SMALL_LARGE["estep_block_obs"])
     big, small = demo(1, 3000, 5)[0], demo(1, 100, 6)[0]
     n = numba.get_num_threads()
     for dtype in ("float64", "float32"):
-        kw = dict(n_components=2, n_starts=1, seed=3, backend="cpu", max_iter=40, dtype=dtype)
+        kw = dict(n_components=2, n_starts=1, seed=3, backend="cpu", max_iter=40, dtype=dtype,
+                  tuning=tuning)
         numba.set_num_threads(max(n, 2))
         try:
             alone = bulkem.fit([big], **kw)  # 1 fit < 2 threads: the large regime

@@ -15,14 +15,15 @@ import numba
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import assert_starts_match_ig_oracle, demo
+from conftest import SMALL_LARGE, assert_starts_match_ig_oracle, demo
 from reference import gauss_em, gauss_logpdf, gauss_mix_logpdf, ig_logpdf
 
 import bulkem
-from bulkem import config, models
+from bulkem import models
 from bulkem.data import Ragged
-from bulkem.engines import large as wide
+from bulkem.engines import select
 from bulkem.models.mixture import gaussian
+from bulkem.tuning import DEGENERATE_COLLAPSE, Tuning
 
 
 def _rel(a, b):
@@ -39,17 +40,10 @@ def _data(n, n_dims, seed, n_comp=2):
 
 
 @pytest.fixture(params=["bulk", "large"])
-def regime(request, monkeypatch, backend):
-    """Force a regime; the large one with tiles, blocks and chunks small enough for tiny data."""
-    monkeypatch.setattr(wide, "use_large", lambda job, engine: request.param == "large")
-    monkeypatch.setattr(config, "ESTEP_BLOCK_OBS", {"float64": 16, "float32": 16})
-    monkeypatch.setattr(config, "LARGE_CUDA_THREADS", 64)
-    monkeypatch.setattr(config, "LARGE_CUDA_TILE", 16)
-    monkeypatch.setattr(config, "LARGE_CUDA_MAX_BLOCKS", 2)
-    monkeypatch.setattr(config, "LARGE_CUDA_REDUCE_COLS", 8)
-    monkeypatch.setattr(config, "LARGE_CUDA_REDUCE_THREADS", 32)
-    monkeypatch.setattr(config, "LARGE_CUDA_CHECK_EVERY", 2)
-    return request.param
+def regime(request, tuning):
+    """A tuning that forces a regime, the large one with tiles, blocks and chunks small
+    enough for tiny data."""
+    return tuning.replace(strategy=request.param, **SMALL_LARGE)
 
 
 def _start(res, dataset, start):
@@ -62,7 +56,7 @@ def _start(res, dataset, start):
 def test_engine_matches_oracle(backend, regime, seed):
     data = [_data(40, 2, seed), _data(36, 2, seed + 1)]
     kw = dict(family="gaussian", n_components=2, n_starts=2, max_iter=8, tol=1e-7, seed=seed)
-    res = bulkem.fit(data, backend=backend, **kw)
+    res = bulkem.fit(data, backend=backend, tuning=regime, **kw)
     assert res.backend == backend and res.n_dims == 2
     for row in res.starts.itertuples():
         ref = gauss_em(data[row.dataset], *_start(res, row.dataset, row.start), max_iter=8,
@@ -105,7 +99,7 @@ def test_matches_sklearn_from_the_same_start(backend, regime):
         for reg in (1e-6, 1e-2):
             want, gm = _sklearn_loglik(x, w, mean, var, k, reg)
             res = bulkem.fit([x], family="gaussian", n_components=3, n_starts=1, init=init,
-                             max_iter=k, tol=0.0, reg_covar=reg, backend=backend)
+                             max_iter=k, tol=0.0, reg_covar=reg, backend=backend, tuning=regime)
             assert res.summary.n_iter[0] == k
             assert _rel(res.summary.loglik[0], want) < 1e-8, (k, reg)
             got = res.params(0)
@@ -120,7 +114,8 @@ def test_loglik_never_decreases(backend, regime, seed):
     init = {"weight": [0.3, 0.3, 0.4], "mean": x[:3], "var": np.ones((3, 2))}
     iters = range(1, 9) if backend == "cpu" else (1, 3, 5)
     lls = [bulkem.fit([x], family="gaussian", n_components=3, n_starts=1, init=init,
-                      max_iter=k, tol=0.0, backend=backend).summary.loglik[0] for k in iters]
+                      max_iter=k, tol=0.0, backend=backend, tuning=regime).summary.loglik[0]
+           for k in iters]
     assert np.all(np.diff(lls) >= -1e-12 * np.abs(lls[:-1]))
     assert lls[-1] > lls[0]
 
@@ -128,7 +123,7 @@ def test_loglik_never_decreases(backend, regime, seed):
 def test_float32_close_to_float64(backend, regime, seed):
     data = [_data(40, 2, seed)]
     kw = dict(family="gaussian", n_components=2, n_starts=2, max_iter=6, tol=0.0, seed=seed,
-              backend=backend)
+              backend=backend, tuning=regime)
     r64 = bulkem.fit(data, **kw)
     r32 = bulkem.fit(data, dtype="float32", **kw)
     assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-4
@@ -137,7 +132,8 @@ def test_float32_close_to_float64(backend, regime, seed):
 def test_large_regime_runs_the_invgauss_family_too(backend, regime, seed):
     """The large engine is family-generic: the inverse-Gaussian family against its oracle."""
     data = demo(1, 45, seed)
-    res = bulkem.fit(data, n_starts=2, max_iter=6, tol=1e-7, seed=seed, backend=backend)
+    res = bulkem.fit(data, n_starts=2, max_iter=6, tol=1e-7, seed=seed, backend=backend,
+                     tuning=regime)
     assert_starts_match_ig_oracle(res, data, max_iter=6, tol=1e-7)
 
 
@@ -146,7 +142,7 @@ def test_collapsed_component_is_degenerate_never_a_fit(backend, regime):
     far = {"weight": [0.5, 0.5], "mean": [x.mean(axis=0), [1e4, 1e4]], "var": np.ones((2, 2))}
     with pytest.warns(UserWarning, match="no usable start"):
         res = bulkem.fit([x], family="gaussian", n_components=2, n_starts=1, init=far,
-                         max_iter=5, backend=backend)
+                         max_iter=5, backend=backend, tuning=regime)
     ref = gauss_em(x, far["weight"], far["mean"], far["var"], max_iter=5)
     assert ref["status"] == "degenerate"
     assert res.starts.status[0] == "degenerate"
@@ -161,7 +157,7 @@ def test_component_on_one_point_without_floor_is_degenerate(backend, regime):
     ref = gauss_em(x, init["weight"], init["mean"], init["var"], max_iter=5, reg_covar=0.0)
     assert ref["status"] == "degenerate" and ref["n_iter"] == 0
     kw = dict(family="gaussian", n_components=2, n_starts=1, init=init, max_iter=5,
-              backend=backend)
+              backend=backend, tuning=regime)
     with pytest.warns(UserWarning, match="no usable start"):
         res = bulkem.fit([x], reg_covar=0.0, **kw)
     assert (res.starts.status[0], res.starts.n_iter[0]) == ("degenerate", 0)
@@ -175,10 +171,10 @@ def test_mstep_flags_empty_and_zero_variance_components():
     D = 2
     stats = np.array([5.0, 10.0, 5.0, 20.0, 5.0])  # n_k = 5: mean (2, 1), E[x^2] = (4, 1)
     params = np.zeros(5)
-    assert gaussian.mstep(stats, params, 1, D, 5.0, 0.0) == config.DEGENERATE_COLLAPSE
+    assert gaussian.mstep(stats, params, 1, D, 5.0, 0.0) == DEGENERATE_COLLAPSE
     assert gaussian.mstep(stats, params, 1, D, 5.0, 1e-6) == 0
     assert np.allclose(params, [1.0, 2.0, 1.0, 1e-6, 1e-6])
-    assert gaussian.mstep(np.zeros(5), params, 1, D, 5.0, 1e-6) == config.DEGENERATE_COLLAPSE
+    assert gaussian.mstep(np.zeros(5), params, 1, D, 5.0, 1e-6) == DEGENERATE_COLLAPSE
 
 
 def test_input_forms_agree():
@@ -218,21 +214,22 @@ def test_one_dimensional_data_is_d_equals_1():
                       tol=0.0, seed=1, backend="cpu").starts.equals(res.starts)
 
 
-def test_bad_datasets_get_their_own_status(backend):
+def test_bad_datasets_get_their_own_status(backend, tuning):
     good = _data(30, 2, 3)
     nan = good.copy()
     nan[4, 1] = np.nan
     data = {"ok": good, "nan": nan, "short": good[:5], "empty": np.empty((0, 2))}
     with pytest.warns(UserWarning, match="3 of 4 datasets are invalid"):
         res = bulkem.fit(data, family="gaussian", n_components=2, n_starts=1, max_iter=3,
-                         seed=1, backend=backend)
+                         seed=1, backend=backend, tuning=tuning)
     s = res.summary.set_index("dataset")
     assert s.status["ok"] != "invalid_data"
     assert s.status[["nan", "short", "empty"]].eq("invalid_data").all()
     assert "1 of 30 observations has NaN or infinite" in s.message["nan"]
     assert "too short: 5 values, at least 6" in s.message["short"]
     with pytest.raises(ValueError, match="invalid dataset"):
-        bulkem.fit(data, family="gaussian", n_components=2, strict=True, backend=backend)
+        bulkem.fit(data, family="gaussian", n_components=2, strict=True, backend=backend,
+                   tuning=tuning)
 
 
 @pytest.mark.parametrize(
@@ -304,8 +301,8 @@ def test_kmeanspp_spreads_the_centres():
     assert np.mean([len(set(s)) == 3 for s in per_start]) >= 0.8
 
 
-def test_kmeanspp_of_a_large_dataset_works_on_a_sample(monkeypatch):
-    """Beyond config.KMEANS_SAMPLE_OBS observations the seeding uses a drawn sample.
+def test_kmeanspp_of_a_large_dataset_works_on_a_sample():
+    """Beyond Tuning.kmeans_sample_obs observations the seeding uses a drawn sample.
 
     Datasets up to the sample size keep their starts; a larger one gets
     centres among its observations, the same alone and in a batch, and the
@@ -316,8 +313,7 @@ def test_kmeanspp_of_a_large_dataset_works_on_a_sample(monkeypatch):
     small = _data(40, 2, 5, n_comp=3)
     kw = dict(family="gaussian", n_components=3, n_starts=6, max_iter=1, seed=3, backend="cpu")
     full = bulkem.fit([small, big], **kw).start_values
-    monkeypatch.setattr(config, "KMEANS_SAMPLE_OBS", 60)
-    monkeypatch.setattr(config, "KMEANS_SAMPLE_PER_COMPONENT", 2)
+    kw["tuning"] = Tuning(kmeans_sample_obs=60, kmeans_sample_per_component=2)
     both = bulkem.fit([small, big], **kw).start_values
     cols = [c for c in both.columns if c != "dataset"]
     assert both[both.dataset == 0].equals(full[full.dataset == 0])  # 40 <= 60: all rows
@@ -329,7 +325,7 @@ def test_kmeanspp_of_a_large_dataset_works_on_a_sample(monkeypatch):
     assert all((big == m).all(axis=1).any() for m in means)
     clumps = np.round(means[:, 0] / 50).astype(int).reshape(6, 3)
     assert np.mean([len(set(s)) == 3 for s in clumps]) >= 0.8
-    monkeypatch.setattr(config, "KMEANS_SAMPLE_OBS", 10**12)  # (no allocation of that size)
+    kw["tuning"] = Tuning(kmeans_sample_obs=10**12)  # (no allocation of that size)
     assert bulkem.fit([small, big], **kw).start_values.equals(full)
 
 
@@ -382,29 +378,28 @@ def test_score_samples_generic_over_families():
     assert np.array_equal(res.predict(0, pts), np.argmax(comp, axis=1) + 1)
 
 
-def test_regime_choice(monkeypatch):
+def test_regime_choice():
     fam = models.get("gaussian")
+    tuning = Tuning(large_min_obs=1000, large_max_fits_cuda=8)
 
     def job(n_fits, n_obs, M=3, D=4, dtype=np.float32):
         return SimpleNamespace(model=models.MixtureModel(fam, M, D), dtype=np.dtype(dtype),
-                               fit_ds=np.zeros(n_fits, np.int64),
+                               fit_ds=np.zeros(n_fits, np.int64), tuning=tuning,
                                data=Ragged.flat(np.zeros(n_obs), np.array([0, n_obs])))
 
-    monkeypatch.setattr(config, "LARGE_MIN_OBS", 1000)
-    monkeypatch.setattr(config, "LARGE_MAX_FITS_CUDA", 8)
-    assert wide.use_large(job(1, 1000), "cuda")
-    assert not wide.use_large(job(1, 999), "cuda")
-    assert wide.use_large(job(8, 10**6), "cuda")
-    assert not wide.use_large(job(9, 10**6), "cuda")
-    assert not wide.use_large(job(1, 10**6, M=64, D=64, dtype=np.float64), "cuda")
+    assert select.use_large(job(1, 1000), "cuda")
+    assert not select.use_large(job(1, 999), "cuda")
+    assert select.use_large(job(8, 10**6), "cuda")
+    assert not select.use_large(job(9, 10**6), "cuda")
+    assert not select.use_large(job(1, 10**6, M=64, D=64, dtype=np.float64), "cuda")
     threads = numba.get_num_threads()
-    assert wide.use_large(job(threads - 1, 10**6), "cpu") == (threads > 1)
-    assert not wide.use_large(job(threads, 10**6), "cpu")
-    assert not wide.use_large(job(0, 10**6), "cpu")
+    assert select.use_large(job(threads - 1, 10**6), "cpu") == (threads > 1)
+    assert not select.use_large(job(threads, 10**6), "cpu")
+    assert not select.use_large(job(0, 10**6), "cpu")
 
 
-def test_tiled_estep_gives_the_bits_of_one_observation_at_a_time(monkeypatch, seed):
-    """config.CPU_TILE_OBS changes the loops' shape only: the same fits, bit for bit.
+def test_tiled_estep_gives_the_bits_of_one_observation_at_a_time(seed):
+    """Tuning.cpu_tile_obs changes the loops' shape only: the same fits, bit for bit.
 
     A tile of 5 observations crosses the blocks of 256 (the 300-observation
     dataset); the inverse-Gaussian family takes the generic tile of its
@@ -421,28 +416,26 @@ def test_tiled_estep_gives_the_bits_of_one_observation_at_a_time(monkeypatch, se
                       backend="cpu", dtype=dtype)
             fits = []
             for tile in (0, 5):
-                monkeypatch.setattr(config, "CPU_TILE_OBS", tile)
-                fits.append(bulkem.fit(x, **kw))
+                fits.append(bulkem.fit(x, tuning=Tuning(cpu_tile_obs=tile), **kw))
             assert fits[1].starts.equals(fits[0].starts), (family, dtype)
             assert fits[1].components.equals(fits[0].components), (family, dtype)
 
 
-def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(monkeypatch, seed):
-    """One canonical order: blocks of ESTEP_BLOCK_OBS added in order, in both regimes."""
-    monkeypatch.setattr(config, "ESTEP_BLOCK_OBS", {"float64": 16, "float32": 16})
+def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):
+    """One canonical order: blocks of estep_block_obs added in order, in both regimes."""
+    blocks = Tuning(estep_block_obs=SMALL_LARGE["estep_block_obs"])
     x = [_data(200, 3, seed, n_comp=3)]
     for dtype in ("float64", "float32"):
         kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0,
                   seed=seed, backend="cpu", dtype=dtype)
-        monkeypatch.setattr(wide, "use_large", lambda job, engine: False)
-        bulk = bulkem.fit(x, **kw)
-        monkeypatch.setattr(wide, "use_large", lambda job, engine: True)
-        large = bulkem.fit(x, **kw)
+        bulk = bulkem.fit(x, tuning=blocks.replace(strategy="bulk"), **kw)
+        large = bulkem.fit(x, tuning=blocks.replace(strategy="large"), **kw)
         assert large.starts.equals(bulk.starts), dtype
         assert large.components.equals(bulk.components), dtype
         n = numba.get_num_threads()
         numba.set_num_threads(1)
         try:
-            assert bulkem.fit(x, **kw).starts.equals(bulk.starts), dtype
+            assert bulkem.fit(x, tuning=blocks.replace(strategy="large"), **kw).starts.equals(
+                bulk.starts), dtype
         finally:
             numba.set_num_threads(n)

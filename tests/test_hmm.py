@@ -61,13 +61,13 @@ def _rel(a, b):
 
 
 @pytest.mark.parametrize("emission", ["categorical", "gaussian", "poisson"])
-def test_engine_matches_oracle_from_given_starts(backend, emission, seed):
+def test_engine_matches_oracle_from_given_starts(backend, tuning, emission, seed):
     small = backend == "cuda"
     data = _data(emission, 2, 3 if small else 4, 2, 12 if small else 30, seed)
     starts = _perturbed(emission, 2, seed)
     kw = dict(family="hmm", emission=emission, n_components=len(TRUTH[emission]["startprob"]),
               n_starts=2, init=_stack(starts), max_iter=6 if small else 25, tol=1e-7,
-              seed=seed, backend=backend, reg_covar=1e-6)
+              seed=seed, backend=backend, tuning=tuning, reg_covar=1e-6)
     if emission == "categorical":
         kw["n_symbols"] = 4
     res = bulkem.fit(data, **kw)
@@ -265,10 +265,10 @@ def test_random_starts_reproducible_and_valid(seed):
     assert (sv.var_1 > 0).all()
 
 
-def test_float32_close_to_float64(backend, seed):
+def test_float32_close_to_float64(backend, tuning, seed):
     data = _data("poisson", 2, 3, 10, 20, seed)
     kw = dict(family="hmm", emission="poisson", n_components=2, n_starts=2, max_iter=5,
-              tol=0.0, seed=seed, backend=backend)
+              tol=0.0, seed=seed, backend=backend, tuning=tuning)
     r64 = bulkem.fit(data, **kw)
     r32 = bulkem.fit(data, dtype="float32", **kw)
     assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-5
@@ -293,14 +293,16 @@ def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
 @pytest.mark.cuda
 @pytest.mark.parametrize("params", ["ste", "se"])
 def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, params):
-    """More states than config.HMM_MANY_STATES: a matrix product per step (forced low here)."""
+    """More states than Tuning.hmm_many_states: a matrix product per step (forced low here)."""
     from conftest import SIMULATED
 
-    from bulkem import config
     from bulkem.engines.cuda import many_states as many
+    from bulkem.tuning import Tuning
 
-    monkeypatch.setattr(config, "HMM_MANY_STATES", 2)
-    if SIMULATED:  # small tiles and splits: the simulator runs a Python thread per CUDA thread
+    # Small tiles and splits: the simulator runs a Python thread per CUDA thread.  Patched,
+    # not passed: they size the shared and local arrays of the module's kernels, which the
+    # real compiler needs as single named constants (engines/cuda/many_states.py).
+    if SIMULATED:
         for name, value in (("TS", 4), ("KS", 2), ("KSG", 2), ("KT", 4)):
             monkeypatch.setattr(many, name, value)
         monkeypatch.setattr(many, "XT", many.TS * many.RB)
@@ -311,7 +313,7 @@ def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, param
     kw = dict(family="hmm", emission="categorical", n_symbols=3, n_components=3, n_starts=2,
               max_iter=6, tol=1e-4, seed=seed, params=params)
     a = bulkem.fit(data, backend="cpu", **kw)
-    b = bulkem.fit(data, backend="cuda", **kw)
+    b = bulkem.fit(data, backend="cuda", tuning=Tuning(hmm_many_states=2), **kw)
     assert (a.starts.status == b.starts.status).all()
     assert (a.starts.n_iter == b.starts.n_iter).all()
     assert np.max(_rel(b.starts.loglik, a.starts.loglik)) < 1e-12

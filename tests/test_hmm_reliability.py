@@ -12,7 +12,7 @@ import pytest
 from reference_hmm import forward_backward
 
 import bulkem
-from bulkem import config
+from bulkem.tuning import DEFAULT, Tuning
 
 
 def _fit(data, **kw):
@@ -114,32 +114,27 @@ def _many_sequences(emission, n, seed):
 
 
 @pytest.mark.parametrize("emission", ["gaussian", "poisson"])
-def test_wide_regime_gives_the_bulk_bits(emission, monkeypatch):
-    # more units than WIDE_CPU_CHUNK_UNITS (several chunks) and a ragged last chunk
-    big = _many_sequences(emission, 2 * config.WIDE_CPU_CHUNK_UNITS + 77, 5)
+def test_wide_regime_gives_the_bulk_bits(emission):
+    # more units than wide_cpu_chunk_units (several chunks) and a ragged last chunk
+    big = _many_sequences(emission, 2 * DEFAULT.wide_cpu_chunk_units + 77, 5)
     small = _many_sequences(emission, 5, 6)
     kw = dict(emission=emission, n_starts=1, max_iter=6, tol=0.0, seed=2)
-    # no argument chooses the regime: the config's override does (read at run time)
-    monkeypatch.setattr(config, "WIDE_REGIME", True)
-    wide = _fit([big], **kw)
-    monkeypatch.setattr(config, "WIDE_REGIME", False)
-    bulk = _fit([big, small], **kw)
+    wide = _fit([big], tuning=Tuning(strategy="wide"), **kw)
+    bulk = _fit([big, small], tuning=Tuning(strategy="bulk"), **kw)
     assert wide.summary.loglik[0] == bulk.summary.loglik[0]
     for key, v in wide.params(0).items():
         assert np.array_equal(v, bulk.params(0)[key]), key
 
 
-def test_tmap_wide_regime_gives_the_bulk_bits(monkeypatch):
+def test_tmap_wide_regime_gives_the_bulk_bits():
     rng = np.random.default_rng(8)
-    n = 2 * config.WIDE_CPU_CHUNK_UNITS + 77
+    n = 2 * DEFAULT.wide_cpu_chunk_units + 77
     big = [rng.gamma(rng.choice([0.5, 2.0]), 1.0, k) + 1e-3 for k in rng.integers(1, 4, n)]
     small = [rng.gamma(1.0, 1.0, k) + 1e-3 for k in (2, 3, 1)]
     kw = dict(family="tmap", orders=(1, 2, 3), n_starts=1, max_iter=6, tol=0.0, seed=2,
               backend="cpu", progress=False)
-    monkeypatch.setattr(config, "WIDE_REGIME", True)  # (as above)
-    wide = bulkem.fit([big], **kw)
-    monkeypatch.setattr(config, "WIDE_REGIME", False)
-    bulk = bulkem.fit([big, small], **kw)
+    wide = bulkem.fit([big], tuning=Tuning(strategy="wide"), **kw)
+    bulk = bulkem.fit([big, small], tuning=Tuning(strategy="bulk"), **kw)
     assert wide.summary.loglik[0] == bulk.summary.loglik[0]
     for key, v in wide.params(0).items():
         assert np.array_equal(v, bulk.params(0)[key]), key

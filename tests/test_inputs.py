@@ -54,7 +54,7 @@ def test_cuda_without_gpu_says_what_was_found(monkeypatch):
     assert bulkem.fit([GOOD], backend="auto", n_starts=1).backend == "cpu"
 
 
-def test_bad_datasets_get_their_own_status(backend):
+def test_bad_datasets_get_their_own_status(backend, tuning):
     data = {
         "ok1": GOOD,
         "empty": [],
@@ -66,7 +66,7 @@ def test_bad_datasets_get_their_own_status(backend):
     }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = bulkem.fit(data, n_starts=2, max_iter=5, seed=1, backend=backend)
+        res = bulkem.fit(data, n_starts=2, max_iter=5, seed=1, backend=backend, tuning=tuning)
     msgs = [str(w.message) for w in caught if "invalid" in str(w.message)]
     assert msgs == ["5 of 7 datasets are invalid and were not fitted; see summary.status "
                     "and summary.message."]
@@ -82,7 +82,7 @@ def test_bad_datasets_get_their_own_status(backend):
     assert (bad.status == "invalid_data").all() and bad.loglik.isna().all()
     assert set(res.components.dataset) == {"ok1", "ok2"}
     with pytest.raises(ValueError, match="5 invalid dataset"):
-        bulkem.fit(data, strict=True, backend=backend)
+        bulkem.fit(data, strict=True, backend=backend, tuning=tuning)
 
 
 def test_every_problem_of_a_dataset_is_reported():
@@ -104,10 +104,10 @@ def test_every_problem_of_a_dataset_is_reported():
         "1 of 4 observations has NaN or infinite coordinates")
 
 
-def test_failed_start_is_recorded_never_best(backend):
+def test_failed_start_is_recorded_never_best(backend, tuning):
     init = {"weight": [[0.5, 0.5], [0.5, 0.5]], "mu": [[1.0, 3.0], [1000.0, 2.0]],
             "lambda": [[30.0, 0.2], [1e6, 1.0]]}
-    res = bulkem.fit([GOOD], n_starts=2, init=init, max_iter=10, backend=backend)
+    res = bulkem.fit([GOOD], n_starts=2, init=init, max_iter=10, backend=backend, tuning=tuning)
     st = res.starts.set_index("start")
     assert st.loc[1, "status"] == "degenerate"
     assert "collapsed" in st.loc[1, "message"]
@@ -115,10 +115,10 @@ def test_failed_start_is_recorded_never_best(backend):
     assert res.summary.message[0] == "1 of 2 starts degenerate"
 
 
-def test_every_start_degenerate_is_failed(backend):
+def test_every_start_degenerate_is_failed(backend, tuning):
     with pytest.warns(UserWarning, match="1 of 2 datasets have no usable start"):
         res = bulkem.fit([GOOD, np.full(30, 2.0)], n_starts=3, max_iter=5, seed=2,
-                         backend=backend)
+                         backend=backend, tuning=tuning)
     assert list(res.summary.status) [1] == "failed"
     assert res.summary.message[1].startswith("all 3 starts degenerate (the first: ")
     assert (res.starts[res.starts.dataset == 1].status == "degenerate").all()
@@ -143,43 +143,42 @@ def test_input_forms_agree():
         bulkem.fit(long.rename(columns={"dataset": "g"}), backend="cpu")
 
 
-def test_batch_of_only_invalid_datasets_returns_their_rows(backend):
+def test_batch_of_only_invalid_datasets_returns_their_rows(backend, tuning):
     with pytest.warns(UserWarning, match="2 of 2 datasets are invalid"):
         res = bulkem.fit([[1, 2, np.inf, 4, 5, 6], [1, 2, -3, 4, 5, 6]], n_starts=1,
-                         backend=backend)
+                         backend=backend, tuning=tuning)
     assert list(res.summary.status) == ["invalid_data", "invalid_data"]
     assert res.components.empty and res.starts.empty and res.start_values.empty
 
 
-def test_large_datasets_keys_by_blocks_depend_on_values_alone(monkeypatch):
-    """Keys of datasets past config.HASH_BLOCKED_MIN_WORDS (hashed by blocks, in parallel)."""
-    from bulkem import config
+def test_large_datasets_keys_by_blocks_depend_on_values_alone():
+    """Keys of datasets past Tuning.hash_blocked_min_words (hashed by blocks, in parallel)."""
     from bulkem.fitting.starts import dataset_keys
 
-    monkeypatch.setattr(config, "HASH_BLOCKED_MIN_WORDS", 64)
-    monkeypatch.setattr(config, "HASH_BLOCK_WORDS", 16)
     rng = np.random.default_rng(3)
     big, small = rng.normal(size=(50, 2)), rng.normal(size=(5, 2))  # 100 words: by blocks
 
-    def keys(*ds):
-        return dataset_keys(np.concatenate(ds), np.r_[0, np.cumsum([len(d) for d in ds])])
+    def keys(*ds, blocked_min=64):
+        return dataset_keys(np.concatenate(ds), np.r_[0, np.cumsum([len(d) for d in ds])],
+                            blocked_min, 16)
 
     alone, = keys(big)
     assert list(keys(small, big, small)) == [keys(small)[0], alone, keys(small)[0]]
     changed = big.copy()
     changed[49, 1] = np.nextafter(changed[49, 1], 1.0)
     assert keys(changed)[0] != alone and keys(big[:40])[0] != alone
-    monkeypatch.setattr(config, "HASH_BLOCKED_MIN_WORDS", 1 << 20)
-    assert keys(big)[0] != alone  # one chain: another key, also of the values alone
+    # one chain: another key, also of the values alone
+    assert keys(big, blocked_min=1 << 20)[0] != alone
 
 
 @pytest.mark.parametrize("parallel", [False, True])
-def test_the_finite_check_finds_every_problem_and_stays_quiet(monkeypatch, parallel):
+def test_the_finite_check_finds_every_problem_and_stays_quiet(parallel):
     """The sum shortcut (small datasets) and the count on every core (large ones)."""
-    from bulkem import config
-    from bulkem.data.inputs import basic_problems
+    from functools import partial
 
-    monkeypatch.setattr(config, "PARALLEL_CHECK_MIN", 1 if parallel else 1 << 60)
+    from bulkem.data import inputs
+
+    basic_problems = partial(inputs.basic_problems, parallel_min=1 if parallel else 1 << 60)
     r_na = np.frombuffer(np.uint64(0x7FF00000000007A2).tobytes())[0]  # R's NA: a signalling NaN
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no RuntimeWarning from the sum
@@ -193,13 +192,11 @@ def test_the_finite_check_finds_every_problem_and_stays_quiet(monkeypatch, paral
         assert basic_problems(x, 2) == "1 of 70000 observations has NaN or infinite coordinates"
 
 
-def test_large_vector_features_copied_in_parallel_equal_numpys(monkeypatch):
-    from bulkem import config
+def test_large_vector_features_copied_in_parallel_equal_numpys():
     from bulkem.models.mixture.model import _contiguous
 
-    monkeypatch.setattr(config, "PARALLEL_TRANSPOSE_MIN", 1)
     x = np.random.default_rng(4).normal(size=(1100, 3))
-    assert np.array_equal(_contiguous(x.T), np.ascontiguousarray(x.T))
+    assert np.array_equal(_contiguous(x.T, 1), np.ascontiguousarray(x.T))
 
 
 @pytest.mark.parametrize("scale, dtype", [(1e-292, "float64"), (1e-200, "float64"),

@@ -24,11 +24,12 @@ from kalman_reference import (
 )
 
 import bulkem
-from bulkem import StateSpace, config
+from bulkem import StateSpace
 from bulkem.models.ssm.kalman import make_kalman
 from bulkem.models.ssm.plan import plan_levels
 from bulkem.models.ssm.scan import make_scan
 from bulkem.models.ssm.statespace import COMPANION, DENSE, IDENTITY
+from bulkem.tuning import Tuning
 
 RTOL = 1e-9
 
@@ -57,16 +58,20 @@ def assert_rel(got, want, rtol=RTOL):
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-def kbackend(request, monkeypatch) -> str:
-    """Every engine, with small blocks and scan chunks so that all the levels run."""
-    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 4)
-    monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK0", 3)
-    monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK", 2)
-    monkeypatch.setattr(config, "KALMAN_CPU_SCAN_CHUNK0", 4)
-    monkeypatch.setattr(config, "KALMAN_CPU_SCAN_CHUNK", 3)
-    monkeypatch.setattr(config, "KALMAN_CUDA_STEADY_CHUNK0", 3)
-    monkeypatch.setattr(config, "KALMAN_CUDA_STEADY_CHUNK", 2)
+def kbackend(request) -> str:
+    """Every engine (with the tuning ``kt``)."""
     return request.param
+
+
+@pytest.fixture
+def kt() -> Tuning:
+    """Small blocks and scan chunks, so that all the levels run on tiny inputs."""
+    return KT
+
+
+KT = Tuning(kalman_cuda_threads=4, kalman_cuda_scan_chunk0=3, kalman_cuda_scan_chunk=2,
+            kalman_cpu_scan_chunk0=4, kalman_cpu_scan_chunk=3, kalman_cuda_steady_chunk0=3,
+            kalman_cuda_steady_chunk=2)
 
 
 def _data(seed):
@@ -150,25 +155,26 @@ def test_plan_levels_cover_every_series():
 
 
 @pytest.mark.parametrize("method", ["exact", "scan"])
-def test_engines_match_oracle(kbackend, method, seed):
+def test_engines_match_oracle(kbackend, kt, method, seed):
     a, r, t, trends = _data(seed)
-    got = bulkem.kalman_loglik(a, ar3(), method=method, backend=kbackend)
+    got = bulkem.kalman_loglik(a, ar3(), method=method, backend=kbackend, tuning=kt)
     assert list(got.status) == ["ok"] * 4
     assert_rel(got.loglik, [ref_loglik(y, ar3()) for y in a])
     assert list(got.n_obs) == [1, 7, 26, 30]
-    got = bulkem.kalman_loglik(r, rw2(), method=method, backend=kbackend)
+    got = bulkem.kalman_loglik(r, rw2(), method=method, backend=kbackend, tuning=kt)
     assert_rel(got.loglik, [ref_loglik(y, rw2()) for y in r])
-    got = bulkem.kalman_loglik(t, trends, method=method, backend=kbackend)  # a model per series
+    # a model per series
+    got = bulkem.kalman_loglik(t, trends, method=method, backend=kbackend, tuning=kt)
     assert_rel(got.loglik, [ref_loglik(y, m) for y, m in zip(t, trends, strict=True)])
 
 
-def test_exact_paths_and_layouts_agree(kbackend, seed):
+def test_exact_paths_and_layouts_agree(kbackend, kt, seed):
     """Shared gains and per-series covariances, alone and side by side: the oracle's numbers."""
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
     else:
         from bulkem.engines.cpu import kalman as engine
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
     rng = np.random.default_rng(seed)
     full = [ar3().simulate(11, rng)[:, 0] for _ in range(6)]
@@ -179,11 +185,11 @@ def test_exact_paths_and_layouts_agree(kbackend, seed):
         batch, _, _ = pack_series([(k, y[:, None]) for k, y in enumerate(ys)], [ar3()], True,
                                   np.dtype("float64"))
         for shared in (None, False):
-            out = engine.exact(batch, shared=shared)
+            out = engine.exact(batch, shared=shared, tuning=kt)
             assert_rel(out.loglik, want)
             assert np.all(out.fail == -1)
             assert list(out.n_obs) == [11 - np.isnan(y).sum() for y in ys]
-    out = engine.scan(batch, chunk0=2, chunk=2)
+    out = engine.scan(batch, chunk0=2, chunk=2, tuning=kt)
     assert_rel(out.loglik, want)
 
 
@@ -202,12 +208,12 @@ def test_plan_levels_longer_first_chunk():
     assert np.all(np.bincount(levels[-1].series, minlength=5)[[0, 2, 3, 4]] == 1)
 
 
-def test_steady_scan_matches_oracle(kbackend, seed):
+def test_steady_scan_matches_oracle(kbackend, kt, seed):
     """One model, no missing rows: the steady-state scan (means alone once the covariance settles)
     equals the oracle, over several levels, with series shorter than the transient too; it
     steps aside for missing rows, several models, or ``shared=False``."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
@@ -225,14 +231,14 @@ def test_steady_scan_matches_oracle(kbackend, seed):
         assert st is not None and 2 < st.n < 60
         want = [ref_loglik(y, m) for y in ys]
         for c0, c in ((3, 2), (5, 3), (None, None)):
-            got = engine.scan(batch, chunk0=c0, chunk=c)
+            got = engine.scan(batch, chunk0=c0, chunk=c, tuning=kt)
             assert_rel(got.loglik, want)
             assert list(got.n_obs) == [150, 1, 12, 90] and list(got.fail) == [-1] * 4
         assert len(plan_levels(batch.offsets, 3, 2, first0=st.n)) >= 4
-        full = engine.scan(batch, chunk0=3, chunk=2, shared=False)
+        full = engine.scan(batch, chunk0=3, chunk=2, shared=False, tuning=kt)
         assert_rel(full.loglik, want)
         if kbackend == "cuda":
-            assert_rel(got.loglik, kalman_cpu.scan(batch).loglik, 1e-12)
+            assert_rel(got.loglik, kalman_cpu.scan(batch, tuning=kt).loglik, 1e-12)
     gap = [y.copy() for y in ys]
     gap[0][5] = np.nan
     assert kalman_cpu.steady(pack_series(list(enumerate(gap)), [m], True,
@@ -243,13 +249,13 @@ def test_steady_scan_matches_oracle(kbackend, seed):
     if kbackend == "cuda":  # (float32 on the simulator: no more CPU programs to compile)
         f32 = pack_series(list(enumerate(ys)), [m], True, np.dtype("float32"))[0]
         assert kalman_cpu.steady(f32) is not None
-        assert_rel(engine.scan(f32, chunk0=3, chunk=2).loglik, want, 1e-4)
+        assert_rel(engine.scan(f32, chunk0=3, chunk=2, tuning=kt).loglik, want, 1e-4)
 
 
 def test_scan_long_series_many_levels(seed):
     """One long series, cut small: four levels of the CPU scan."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
     m = rw2()
     y = m.simulate(400, seed)
@@ -261,13 +267,13 @@ def test_scan_long_series_many_levels(seed):
     assert out.n_obs[0] == 380
 
 
-def test_scan_kept_plan_and_one_level(kbackend, seed, monkeypatch):
+def test_scan_kept_plan_and_one_level(kbackend, kt, seed):
     """A ragged batch (missing rows, a one-step series, a failing first step): the scan
     equals the oracle; on the GPU a call again on the same device batch (its kept plan)
     gives the same bits, and new chunk settings a new plan with the oracle's numbers; one
     level alone (every series in one chunk) reports no failure where there is none."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
@@ -288,30 +294,30 @@ def test_scan_kept_plan_and_one_level(kbackend, seed, monkeypatch):
         assert list(got.n_obs[:4]) == [9, 1, 26, 12]
         assert list(got.fail) == [-1] * 4 + [0]  # S = 0 at the first step, only there
 
-    check(engine.scan(batch, chunk0=40, chunk=2))  # one level
+    check(engine.scan(batch, chunk0=40, chunk=2, tuning=kt))  # one level
     if kbackend == "cpu":
-        check(engine.scan(batch))
+        check(engine.scan(batch, tuning=kt))
         return
     dev = engine.to_device(batch)
     seen = {}
     for c0, c in ((3, 2), (3, 2), (5, 3), (40, 2), (3, 2)):
-        monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK0", c0)
-        monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_CHUNK", c)
-        got = engine.scan(batch, dev=dev)
+        got = engine.scan(batch, dev=dev, tuning=kt.replace(kalman_cuda_scan_chunk0=c0,
+                                                            kalman_cuda_scan_chunk=c))
         check(got)
         if (c0, c) in seen:  # the kept plan: the same bits
             assert got.loglik.tobytes() == seen[c0, c].loglik.tobytes()
         seen[c0, c] = got
     assert len([k for k in dev.scratch if k[0] == "scan"]) == 3  # (and the steady gains: None)
-    assert engine.scan(batch).loglik.tobytes() == got.loglik.tobytes()  # a fresh device batch
-    assert_rel(got.loglik, kalman_cpu.scan(batch, chunk0=3, chunk=2).loglik)
+    # a fresh device batch
+    assert engine.scan(batch, tuning=kt).loglik.tobytes() == got.loglik.tobytes()
+    assert_rel(got.loglik, kalman_cpu.scan(batch, chunk0=3, chunk=2, tuning=kt).loglik)
 
 
-def test_float32_close_to_float64(kbackend, seed):
+def test_float32_close_to_float64(kbackend, kt, seed):
     a, _, _, _ = _data(seed)
     m = ar3()
-    f64 = bulkem.kalman_loglik(a, m, backend=kbackend)
-    f32 = bulkem.kalman_loglik(a, m, backend=kbackend, dtype="float32")
+    f64 = bulkem.kalman_loglik(a, m, backend=kbackend, tuning=kt)
+    f32 = bulkem.kalman_loglik(a, m, backend=kbackend, dtype="float32", tuning=kt)
     assert_rel(f32.loglik, f64.loglik, rtol=1e-4)
 
 
@@ -388,41 +394,40 @@ def test_splash_converges_to_exact(seed):
     assert_rel(full.loglik, [ref_loglik(y, m)])  # a window as long as the series is exact
 
 
-def test_splash_matches_oracle(kbackend, seed):
+def test_splash_matches_oracle(kbackend, kt, seed):
     """Both paths (shared covariance recursion, and per window) equal a literal splash."""
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
     else:
         from bulkem.engines.cpu import kalman as engine
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
     a, _, _, _ = _data(seed)
     m = ar3()
     want = [splash_loglik(y, m.F, m.H, m.Q, m.R, m.m0, m.P0, 4, 1e3) for y in a]
     got = bulkem.kalman_loglik(a, m, method="splash", window=4, backend=kbackend,
-                               report_error=True, splash_var=1e3)
+                               report_error=True, splash_var=1e3, tuning=kt)
     assert_rel(got.loglik, want)
     assert_rel(got.exact_loglik, [ref_loglik(y, m) for y in a])
     np.testing.assert_allclose(got.error, got.loglik - got.exact_loglik)
     batch, _, _ = pack_series([(k, y[:, None]) for k, y in enumerate(a)], [m], True,
                               np.dtype("float64"))
-    assert_rel(engine.splash(batch, 4, 1e3, shared=False).loglik, want)
+    assert_rel(engine.splash(batch, 4, 1e3, shared=False, tuning=kt).loglik, want)
     models = [ar3(0.3 + 0.1 * k) for k in range(len(a))]  # a model per series: per window
     got = bulkem.kalman_loglik(a, models, method="splash", window=3, backend=kbackend,
-                               splash_var=1e3)
+                               splash_var=1e3, tuning=kt)
     assert_rel(got.loglik, [splash_loglik(y, md.F, md.H, md.Q, md.R, md.m0, md.P0, 3, 1e3)
                             for y, md in zip(a, models, strict=True)])
 
 
-def test_splash_sum_chunks_inside_series(kbackend, seed, monkeypatch):
+def test_splash_sum_chunks_inside_series(kbackend, kt, seed):
     """Sum chunks of 4 steps, two to a GPU block, cut a ragged batch inside its series
     (missing rows, a one-step series): every path equals the oracle, the CUDA engine
     equals the CPU engine, and a failing first step is reported where it is."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
-    monkeypatch.setattr(config, "KALMAN_SPLASH_SUM_CHUNK", 4)
-    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 8)
+    kt = kt.replace(kalman_splash_sum_chunk=4, kalman_cuda_threads=8)
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
     else:
@@ -440,23 +445,23 @@ def test_splash_sum_chunks_inside_series(kbackend, seed, monkeypatch):
     batch = batch_of(a, [m])
     want = [splash_loglik(y, m.F, m.H, m.Q, m.R, m.m0, m.P0, 3, 1e3) for y in a]
     for shared in (None, False):
-        got = engine.splash(batch, 3, 1e3, shared=shared)
+        got = engine.splash(batch, 3, 1e3, shared=shared, tuning=kt)
         assert_rel(got.loglik, want)
         assert list(got.n_obs) == [9, 1, 26, 12]
         assert list(got.fail) == [-1] * 4
-        cpu = kalman_cpu.splash(batch, 3, 1e3, shared=shared)
+        cpu = kalman_cpu.splash(batch, 3, 1e3, shared=shared, tuning=kt)
         assert_rel(got.loglik, cpu.loglik)
     if kbackend == "cuda":  # the same device batch again: its kept plan, then a new chunk
         dev = engine.to_device(batch)
         for chunk in (4, 4, 5):
-            monkeypatch.setattr(config, "KALMAN_SPLASH_SUM_CHUNK", chunk)
-            got = engine.splash(batch, 3, 1e3, dev=dev)
+            got = engine.splash(batch, 3, 1e3, dev=dev,
+                                tuning=kt.replace(kalman_splash_sum_chunk=chunk))
             assert_rel(got.loglik, want)
             assert list(got.n_obs) == [9, 1, 26, 12]
         assert len(dev.scratch) == 2
     # a known state observed without noise: S = 0 at the first step, only there
     exact_state = StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.0, P0=np.zeros((3, 3)))
-    got = engine.splash(batch_of([a[0], a[3]], [m, exact_state]), 3, 1e3)
+    got = engine.splash(batch_of([a[0], a[3]], [m, exact_state]), 3, 1e3, tuning=kt)
     assert list(got.fail) == [-1, 0]
     assert_rel(got.loglik[:1], want[:1])
 
@@ -487,12 +492,12 @@ def test_input_forms(seed):
     assert_rel(bulkem.kalman_loglik(wide, r, backend="cpu", value_col=None).loglik, got.loglik)
 
 
-def test_bad_series_get_their_status(kbackend, seed):
+def test_bad_series_get_their_status(kbackend, kt, seed):
     rng = np.random.default_rng(seed)
     m = ar3()
     good = m.simulate(12, rng)[:, 0]
     ys = [good, np.array([]), np.full(5, np.nan), np.r_[good[:4], np.inf, good[5:]], good[:3]]
-    out = bulkem.kalman_loglik(ys, m, backend=kbackend)
+    out = bulkem.kalman_loglik(ys, m, backend=kbackend, tuning=kt)
     assert list(out.status) == ["ok", "invalid_data", "invalid_data", "invalid_data", "ok"]
     assert "too short" in out.message[1]
     assert "missing" in out.message[2]
@@ -503,7 +508,7 @@ def test_bad_series_get_their_status(kbackend, seed):
     exact_state = StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.0, P0=np.zeros((3, 3)))
     for method in ("exact", "scan"):
         out = bulkem.kalman_loglik([good, good[:5]], [m, exact_state], method=method,
-                                   backend=kbackend)
+                                   backend=kbackend, tuning=kt)
         assert list(out.status) == ["ok", "failed"]
         assert "time step 0" in out.message[1]
         assert np.isnan(out.loglik[1])

@@ -15,11 +15,12 @@ import pytest
 from numba import float64
 from test_kalman import ar3, assert_rel, ref_loglik, rw2, trend
 
-from bulkem import StateSpace, config
+from bulkem import StateSpace
 from bulkem.engines.cuda import cuda
 from bulkem.models.ssm.kalman import make_kalman
 from bulkem.models.ssm.scan import element_size, make_scan
 from bulkem.models.ssm.statespace import DENSE
+from bulkem.tuning import Tuning
 
 pytestmark = pytest.mark.cuda
 
@@ -100,9 +101,9 @@ def test_warp_combines_give_the_bits_of_scan_py(seed, nx):
     same(np.concatenate([b1, c1]), out_prefix)
 
 
-def test_warp_scan_matches_oracle_and_thread_kernels(seed, monkeypatch):
+def test_warp_scan_matches_oracle_and_thread_kernels(seed):
     from bulkem.engines.cuda import kalman as kalman_cuda
-    from bulkem.ssm import pack_series
+    from bulkem.models.ssm.plan import pack_series
 
     rng = np.random.default_rng(seed)
     exact_state = StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.0, P0=np.zeros((3, 3)))
@@ -115,8 +116,7 @@ def test_warp_scan_matches_oracle_and_thread_kernels(seed, monkeypatch):
     r[0][[2, 6]] = np.nan
     cases = [(a + [a[0][:5]], [ar3()] * 3 + [exact_state], [9, 1, 11, 5], [-1, -1, -1, 0]),
              (t, trends, [9, 7], [-1, -1]), (r, [rw2()], [9], [-1])]
-    monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_WARPS", 2)
-    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 4)
+    small = Tuning(kalman_cuda_scan_warps=2, kalman_cuda_threads=4)
     for ys, models, n_obs, fail in cases:
         batch = pack_series([(k, y.reshape(len(y), -1)) for k, y in enumerate(ys)], models,
                             False, np.dtype("float64"))[0]
@@ -124,8 +124,8 @@ def test_warp_scan_matches_oracle_and_thread_kernels(seed, monkeypatch):
         # the thread kernels; then warps above level 0 (level 0 by threads, its matrices
         # in shared memory)
         for min_nx in (99, 1):
-            monkeypatch.setattr(config, "KALMAN_CUDA_SCAN_WARP_MIN_NX", min_nx)
-            got[min_nx] = out = kalman_cuda.scan(batch, chunk0=3, chunk=2)
+            got[min_nx] = out = kalman_cuda.scan(
+                batch, chunk0=3, chunk=2, tuning=small.replace(kalman_cuda_scan_warp_min_nx=min_nx))
             ok = [k for k, f in enumerate(fail) if f < 0]
             assert_rel(out.loglik[ok], [ref_loglik(ys[k], models[k]) for k in ok])
             assert list(out.n_obs[ok]) == [n_obs[k] for k in ok]

@@ -9,8 +9,8 @@ import pytest
 from conftest import demo
 
 import bulkem
-from bulkem import config
 from bulkem.engines.cuda import buffers, compat, scheduler
+from bulkem.tuning import Tuning
 
 
 def _job(sizes, n_starts=3, family="invgauss", method="subset"):
@@ -77,15 +77,15 @@ def test_balance_splits_cost_evenly():
 
 
 @pytest.mark.cuda
-def test_small_memory_budget_runs_in_pieces_with_same_results(monkeypatch):
-    monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 2)
+def test_small_memory_budget_runs_in_pieces_with_same_results():
     data = demo(3, 30, 4) + [demo(1, 45, 5)[0]]
+    tuning = Tuning(cuda_warps_per_block=2)
     kw = dict(n_starts=2, max_iter=6, tol=0.0, seed=3, backend="cuda")
-    whole = bulkem.fit(data, **kw)
-    monkeypatch.setattr(config, "CUDA_MEMORY_BUDGET", 45 * 16 + 16 + 6 * 8 + 32)
-    monkeypatch.setattr(config, "CUDA_MIN_CHUNK_FITS", 1)
+    whole = bulkem.fit(data, tuning=tuning, **kw)
     calls = []
-    pieces = bulkem.fit(data, progress=lambda done, total: calls.append(done), **kw)
+    pieces = bulkem.fit(data, progress=lambda done, total: calls.append(done), **kw,
+                        tuning=tuning.replace(cuda_memory_budget=45 * 16 + 16 + 6 * 8 + 32,
+                                              cuda_min_chunk_fits=1))
     assert len(calls) >= 4 and calls[-1] == 8  # at most two fits fit a chunk
     assert pieces.starts.equals(whole.starts)
     assert pieces.components.equals(whole.components)
@@ -97,8 +97,14 @@ def test_page_locked_buffers_are_pooled(monkeypatch):
     monkeypatch.setattr(buffers, "SIMULATED", False)
     monkeypatch.setattr(buffers.cuda, "get_current_device", lambda: SimpleNamespace(id=0))
     monkeypatch.setattr(buffers, "_pool", {})
-    monkeypatch.setattr(config, "CUDA_PINNED_POOL", 2)
-    take, give = buffers.take, buffers.give
+    tuning = Tuning(cuda_pinned_pool=2)
+
+    def take(n, tuning=tuning):
+        return buffers.take(n, tuning)
+
+    def give(b):
+        buffers.give(b, tuning)
+
     a, b = take(1000), take(500)
     assert (len(a), len(b), len(a.device), a.pinned) == (1000, 500, 1000, True)
     give(a)
@@ -113,8 +119,7 @@ def test_page_locked_buffers_are_pooled(monkeypatch):
     h, dv = a.views(layout)
     assert [x.shape for x in h] == [(2,), (3,)]
     assert a.views(list(layout))[1] is dv  # kept for the same layout
-    monkeypatch.setattr(config, "CUDA_PINNED_MAX_BYTES", 100)
-    big = take(101)  # too large to lock: ordinary memory, not pooled
+    big = take(101, tuning.replace(cuda_pinned_max_bytes=100))  # too large to lock: not pooled
     assert not big.pinned
     give(big)
     assert len(buffers._pool[0]) == 2

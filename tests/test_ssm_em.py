@@ -20,8 +20,8 @@ from kalman_reference import rts_smoother
 from ssm_em_reference import ar_em, level_em, simulate_ar, simulate_level
 
 import bulkem
-from bulkem import config
 from bulkem.models.ssm.model import ar_radius
+from bulkem.tuning import Tuning
 
 AR2 = dict(phi=[0.5, -0.3], state_var=1.0, obs_var=0.4)
 LEVEL = dict(level0=1.0, state_var=0.2, obs_var=1.0)
@@ -99,12 +99,11 @@ def test_cpu_matches_oracle_from_given_starts(family, seed):
 @pytest.mark.cuda
 @pytest.mark.parametrize("lanes", [1, 2])
 @pytest.mark.parametrize("family", ["ar", "local_level"])
-def test_cuda_matches_oracle_and_cpu(family, lanes, seed, monkeypatch):
-    monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 1)
-    monkeypatch.setattr(config, "CUDA_LANES_PER_FIT_SERIES", {False: lanes, True: lanes})
+def test_cuda_matches_oracle_and_cpu(family, lanes, seed):
     data = _data(family, [[12, 9], [10]], seed)
     kw = dict(n_starts=3, init=INIT[family], max_iter=4, tol=1e-8, seed=seed, **_kw(family))
-    res = bulkem.fit(data, backend="cuda", **kw)
+    res = bulkem.fit(data, backend="cuda", **kw, tuning=Tuning(
+        cuda_warps_per_block=1, cuda_lanes_per_fit_series={False: lanes, True: lanes}))
     assert res.backend == "cuda"
     user = res.starts[res.starts.start < 2]
     for row in user.itertuples():
@@ -274,16 +273,15 @@ def test_bad_arguments_raise(seed):
         bulkem.fit(np.zeros((3, 20)), family="local_level")
 
 
-def test_near_unit_root_is_reported(seed, monkeypatch):
-    monkeypatch.setattr(config, "SSM_AR_RADIUS_WARN", 0.95)
+def test_near_unit_root_is_reported(seed):
     rng = np.random.default_rng(seed)
     walk = [np.cumsum(rng.normal(size=400))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = bulkem.fit(walk, family="ar", order=1, n_starts=2, max_iter=200, seed=seed,
-                         backend="cpu")
+                         backend="cpu", tuning=Tuning(ssm_ar_radius_warn=0.95))
     assert res.summary.ar_radius[0] < 1.0
-    assert res.summary.ar_radius[0] >= config.SSM_AR_RADIUS_WARN
+    assert res.summary.ar_radius[0] >= 0.95
     assert "near the unit circle" in res.summary.message[0]
 
 

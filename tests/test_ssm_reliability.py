@@ -58,6 +58,8 @@ def test_batch_without_a_usable_fit_gets_statuses_and_empty_tables(family, seed)
 @pytest.mark.parametrize("family", ["ar", "local_level"])
 def test_every_start_failing_gives_failed_and_empty_components(family, seed, monkeypatch):
     """Bug 3's other path: a checked dataset whose starts all fail (the scale check lifted)."""
+    # Patched, not passed: SCALE_MAX is the family's domain (which data it accepts), not a
+    # tuning; lifting it is the only way to reach starts that all fail on such data.
     monkeypatch.setattr(ssm_model, "SCALE_MAX", np.inf)
     res = _fit([np.array([1.72, 1e-300, 1e300])], family, seed)
     s = res.summary
@@ -69,32 +71,31 @@ def test_every_start_failing_gives_failed_and_empty_components(family, seed, mon
 @pytest.mark.cuda
 def test_no_usable_fit_on_cuda_too(seed, monkeypatch):
     """Bug 3 on the CUDA engine (the simulator here): an invalid batch, then a failed one."""
-    from bulkem import config
+    from bulkem.tuning import Tuning
 
-    monkeypatch.setattr(config, "CUDA_WARPS_PER_BLOCK", 1)
+    one = Tuning(cuda_warps_per_block=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        res = bulkem.fit([np.array([1.0])], family="ar", order=2, backend="cuda")
+        res = bulkem.fit([np.array([1.0])], family="ar", order=2, backend="cuda", tuning=one)
         assert res.summary.status.tolist() == ["invalid_data"] and len(res.components) == 0
-        monkeypatch.setattr(ssm_model, "SCALE_MAX", np.inf)
+        monkeypatch.setattr(ssm_model, "SCALE_MAX", np.inf)  # (as above: the domain, lifted)
         res = bulkem.fit([np.array([1.72, 1e-300, 1e300])], family="local_level", n_starts=2,
-                         max_iter=3, seed=seed, backend="cuda")
+                         max_iter=3, seed=seed, backend="cuda", tuning=one)
     assert res.backend == "cuda" and res.summary.status.tolist() == ["failed"]
     assert len(res.components) == 0
 
 
-def test_a_chunk_without_a_usable_fit_does_not_stop_a_checkpointed_run(tmp_path, seed,
-                                                                        monkeypatch):
+def test_a_chunk_without_a_usable_fit_does_not_stop_a_checkpointed_run(tmp_path, seed):
     """Bug 3 with ``checkpoint=``: the chunk of one bad dataset aborted the run (and resumes)."""
     pytest.importorskip("pyarrow")
-    from bulkem.scale import checkpoint
+    from bulkem.tuning import Tuning
 
-    monkeypatch.setattr(checkpoint, "CHUNK_FITS", 2)  # one dataset (two starts) a chunk
+    two = Tuning(checkpoint_chunk_fits=2)  # one dataset (two starts) a chunk
     data = [np.array([1.0]), _good("ar", seed)[0]]
-    res = _fit(data, "ar", seed, checkpoint=tmp_path / "run", progress=False)
+    res = _fit(data, "ar", seed, checkpoint=tmp_path / "run", progress=False, tuning=two)
     assert res.summary.status.tolist()[0] == "invalid_data"
     assert res.summary.status[1] in ("converged", "max_iter")
-    again = _fit(data, "ar", seed, checkpoint=tmp_path / "run", progress=False)
+    again = _fit(data, "ar", seed, checkpoint=tmp_path / "run", progress=False, tuning=two)
     assert again.summary.status.tolist() == res.summary.status.tolist()
 
 
@@ -190,15 +191,15 @@ def test_kalman_loglik_never_reports_ok_with_a_non_finite_loglik(seed):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("method", ["exact", "scan"])
-def test_kalman_loglik_non_finite_is_failed_on_cuda_too(method, seed, monkeypatch):
+def test_kalman_loglik_non_finite_is_failed_on_cuda_too(method, seed):
     """Bug 11 on the CUDA engine (the simulator here): the same statuses as the CPU's."""
-    from bulkem import config
+    from bulkem.tuning import Tuning
 
-    monkeypatch.setattr(config, "KALMAN_CUDA_THREADS", 4)
     model = bulkem.StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.3)
     y = model.simulate(6, rng=seed)[:, 0]
     ys = [y, 1e200 * y, y[:4]]
-    out = bulkem.kalman_loglik(ys, model, method=method, backend="cuda")
+    out = bulkem.kalman_loglik(ys, model, method=method, backend="cuda",
+                               tuning=Tuning(kalman_cuda_threads=4))
     cpu = bulkem.kalman_loglik(ys, model, method=method, backend="cpu")
     assert out.status.tolist() == cpu.status.tolist() == ["ok", "failed", "ok"]
     assert out.message[1] == cpu.message[1]

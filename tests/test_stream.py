@@ -35,9 +35,7 @@ def out_paths(out):
     return [out] + [type(out)(f"{stem}.{t}{out.suffix}") for t in TABLES[1:]]
 
 
-@pytest.fixture
-def small_reads(monkeypatch):
-    monkeypatch.setattr(stream, "READ_ROWS", 45)  # pieces that cut datasets in two
+SMALL_READS = ["--read-rows", "45"]  # pieces that cut datasets in two
 
 
 @contextlib.contextmanager
@@ -48,7 +46,7 @@ def _quiet():
         yield
 
 
-def test_streamed_csv_is_the_in_memory_csv(tmp_path, capsys, small_reads):
+def test_streamed_csv_is_the_in_memory_csv(tmp_path, capsys):
     src = tmp_path / "long.csv"
     long_frame().to_csv(src, index=False)
     whole, streamed = tmp_path / "whole.csv", tmp_path / "streamed.csv"
@@ -56,7 +54,7 @@ def test_streamed_csv_is_the_in_memory_csv(tmp_path, capsys, small_reads):
     assert "warning: 1 of 11 datasets are invalid" in capsys.readouterr().err  # the CLI says it
     with _quiet():
         assert main(["fit", str(src), *ARGS, "--out", str(streamed),
-                     "--chunk-datasets", "3"]) == 0
+                     "--chunk-datasets", "3", *SMALL_READS]) == 0
     out, err = capsys.readouterr()
     assert "11 datasets fitted on cpu" in out and "4 chunks of up to 3 datasets" in out
     assert "11 datasets" in err and "datasets/s" in err and "ETA 0:00:00" in err
@@ -65,7 +63,7 @@ def test_streamed_csv_is_the_in_memory_csv(tmp_path, capsys, small_reads):
     assert not (tmp_path / "streamed.checkpoint").exists()  # removed after a complete run
 
 
-def test_parquet_in_and_out_equal_bulkem_fit(tmp_path, small_reads):
+def test_parquet_in_and_out_equal_bulkem_fit(tmp_path):
     df = long_frame(9, 2)
     src = tmp_path / "long.parquet"
     df.to_parquet(src, row_group_size=20)
@@ -73,7 +71,7 @@ def test_parquet_in_and_out_equal_bulkem_fit(tmp_path, small_reads):
     with _quiet():
         ref = api.fit(df, n_components=2, n_starts=3, seed=4, backend="cpu", progress=False)
         assert main(["fit", str(src), *ARGS, "--out", str(out), "--chunk-datasets", "2",
-                     "--quiet"]) == 0
+                     *SMALL_READS, "--quiet"]) == 0
     for name, path in zip(TABLES, out_paths(out), strict=True):
         pd.testing.assert_frame_equal(getattr(ref, name), pd.read_parquet(path),
                                       check_exact=True)

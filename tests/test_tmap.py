@@ -12,7 +12,6 @@ import pytest
 from reference_tmap import em, forward_backward, matrix_loglik, matrix_moments, sample
 
 import bulkem
-from bulkem import config
 
 ORDERS = (1, 2, 3)
 TRUTH = dict(alpha=np.array([0.5, 0.3, 0.2]),
@@ -46,21 +45,20 @@ def _rel(a, b):
 
 
 @pytest.fixture
-def wide(monkeypatch):
-    """The wide regime for every batch, with small chunks, blocks and grids."""
-    for name, value in dict(WIDE_REGIME=True, WIDE_CPU_CHUNK_UNITS=7, WIDE_CUDA_THREADS=32,
-                            WIDE_CUDA_REDUCE_THREADS=32, WIDE_CUDA_REDUCE_COLS=8,
-                            WIDE_CUDA_CHECK_EVERY=2, WIDE_CUDA_MAX_BLOCKS=2).items():
-        monkeypatch.setattr(config, name, value)
+def wide(tuning):
+    """A tuning of the wide regime for every batch, with small chunks, blocks and grids."""
+    return tuning.replace(strategy="wide", wide_cpu_chunk_units=7, wide_cuda_threads=32,
+                          wide_cuda_reduce_threads=32, wide_cuda_reduce_cols=8,
+                          wide_cuda_check_every=2, wide_cuda_max_blocks=2)
 
 
-def test_bulk_matches_oracle_from_given_starts(backend, seed):
+def test_bulk_matches_oracle_from_given_starts(backend, tuning, seed):
     small = backend == "cuda"
     data = _traces(2, 10 if small else 30, seed)
     starts = _starts(2, seed)
     max_iter = 4 if small else 15
     res = bulkem.fit(data, family="tmap", orders=ORDERS, n_starts=2, init=_stack(starts),
-                     max_iter=max_iter, tol=1e-7, backend=backend)
+                     max_iter=max_iter, tol=1e-7, backend=backend, tuning=tuning)
     for row in res.starts.itertuples():
         ref = em(data[row.trace], starts[row.start], ORDERS, max_iter=max_iter, tol=1e-7)
         assert (row.status, row.n_iter) == (ref["status"], ref["n_iter"])
@@ -80,21 +78,20 @@ def test_bulk_matches_oracle_from_given_starts(backend, seed):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_wide_regime_matches_oracle_and_bulk(backend, wide, dtype, seed):
+def test_wide_regime_matches_oracle_and_bulk(backend, tuning, wide, dtype, seed):
     data = _traces(1, 40, seed)
     start = _starts(1, seed + 1)[0]
     max_iter = (3 if dtype == "float64" else 2) if backend == "cuda" else 8
     kw = dict(family="tmap", orders=ORDERS, n_starts=1, init=start, max_iter=max_iter,
               tol=0.0, dtype=dtype)
-    res = bulkem.fit(data, backend=backend, **kw)
+    res = bulkem.fit(data, backend=backend, tuning=wide, **kw)
     ref = em(data[0], start, ORDERS, max_iter=max_iter, tol=0.0)
     assert (res.summary.status[0], res.summary.n_iter[0]) == ("max_iter", max_iter)
     tol = 1e-9 if dtype == "float64" else 1e-6
     assert _rel(res.summary.loglik[0], ref["loglik"]) < tol
     assert np.allclose(res.params(0)["rates"], ref["rates"], rtol=1e-8 if tol < 1e-6 else 1e-4)
     if dtype == "float64":  # the bulk engine on the CPU, for the same fit
-        config.WIDE_REGIME = False
-        bulk = bulkem.fit(data, backend="cpu", **kw)
+        bulk = bulkem.fit(data, backend="cpu", tuning=wide.replace(strategy="bulk"), **kw)
         assert _rel(res.summary.loglik[0], bulk.summary.loglik[0]) < 1e-9
 
 
@@ -162,9 +159,10 @@ def test_scale_invariance(seed):
                   < 1e-6)
 
 
-def test_float32_close_to_float64(backend, seed):
+def test_float32_close_to_float64(backend, tuning, seed):
     data = _traces(2, 8 if backend == "cuda" else 40, seed)
-    kw = dict(family="tmap", n_starts=2, max_iter=4, tol=0.0, seed=seed, backend=backend)
+    kw = dict(family="tmap", n_starts=2, max_iter=4, tol=0.0, seed=seed, backend=backend,
+              tuning=tuning)
     r64 = bulkem.fit(data, **kw)
     r32 = bulkem.fit(data, dtype="float32", **kw)
     assert np.max(_rel(r32.starts.loglik, r64.starts.loglik)) < 1e-6

@@ -8,8 +8,9 @@ from reference_hmm import baum_welch, sample
 
 import bulkem
 import bulkem.models.tmap  # (bulkem imports its submodules lazily)
-from bulkem import config
 from bulkem.engines.cuda.wide import deal, thread_loads
+from bulkem.engines.select import use_wide
+from bulkem.tuning import DEFAULT, Tuning
 
 HMM = dict(startprob=np.array([0.6, 0.4]), transmat=np.array([[0.8, 0.2], [0.3, 0.7]]),
            emissionprob=np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]))
@@ -30,39 +31,37 @@ def test_deal_is_a_balanced_permutation(n_threads):
     assert np.array_equal(first, np.sort(lengths)[::-1][:n_threads])
 
 
-def test_the_rule_picks_few_fits_of_many_units(monkeypatch):
-    from bulkem.engines.wide import use_wide
-
+def test_the_rule_picks_few_fits_of_many_units():
     class Job:
-        def __init__(self, model, n_units, n_fits):
-            self.model = model
+        def __init__(self, model, n_units, n_fits, tuning=DEFAULT):
+            self.model, self.tuning = model, tuning
             self.fit_ds = np.zeros(n_fits, np.int64)
             self.data = bulkem.data.Ragged(np.zeros(n_units), np.arange(n_units + 1),
                                            np.array([0, n_units]))
 
     tmap = bulkem.models.tmap.TMAPModel.of((1, 2))
-    n = config.WIDE_MIN_UNITS
+    n = DEFAULT.wide_min_units
     assert use_wide(Job(tmap, n, 1), "cpu") and use_wide(Job(tmap, n, 10), "cuda")
     assert not use_wide(Job(tmap, n - 1, 1), "cpu")
-    assert not use_wide(Job(tmap, n, config.WIDE_MAX_FITS_CUDA + 1), "cuda")
+    assert not use_wide(Job(tmap, n, DEFAULT.wide_max_fits_cuda + 1), "cuda")
     mixture = bulkem.models.MixtureModel(bulkem.models.get("invgauss"), 2)
     assert not use_wide(Job(mixture, n, 1), "cpu")
-    monkeypatch.setattr(config, "WIDE_REGIME", False)
-    assert not use_wide(Job(tmap, n, 1), "cpu")
+    assert not use_wide(Job(tmap, n, 1, Tuning(strategy="bulk")), "cpu")
+    assert use_wide(Job(tmap, 10, 1, Tuning(strategy="wide")), "cpu")
 
 
-def test_hmm_in_the_wide_regime_matches_the_oracle(backend, monkeypatch, seed):
+def test_hmm_in_the_wide_regime_matches_the_oracle(backend, tuning, seed):
     rng = np.random.default_rng(seed)
     seqs = sample(HMM, "categorical", rng.integers(2, 9, 40), rng)[0]
     start = dict(startprob=np.array([0.5, 0.5]), transmat=np.array([[0.6, 0.4], [0.5, 0.5]]),
                  emissionprob=np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]]))
     max_iter = 3 if backend == "cuda" else 10
-    for name, value in dict(WIDE_REGIME=True, WIDE_CPU_CHUNK_UNITS=6, WIDE_CUDA_THREADS=32,
-                            WIDE_CUDA_REDUCE_THREADS=32, WIDE_CUDA_REDUCE_COLS=8,
-                            WIDE_CUDA_CHECK_EVERY=3, WIDE_CUDA_MAX_BLOCKS=1).items():
-        monkeypatch.setattr(config, name, value)
+    tuning = tuning.replace(strategy="wide", wide_cpu_chunk_units=6, wide_cuda_threads=32,
+                            wide_cuda_reduce_threads=32, wide_cuda_reduce_cols=8,
+                            wide_cuda_check_every=3, wide_cuda_max_blocks=1)
     res = bulkem.fit([seqs], family="hmm", emission="categorical", n_symbols=3, n_components=2,
-                     n_starts=1, init=start, max_iter=max_iter, tol=0.0, backend=backend)
+                     n_starts=1, init=start, max_iter=max_iter, tol=0.0, backend=backend,
+                     tuning=tuning)
     ref = baum_welch(seqs, "categorical", start, max_iter=max_iter, tol=0.0)
     assert res.summary.n_iter[0] == max_iter
     assert abs(res.summary.loglik[0] / ref["loglik"] - 1) < 1e-9

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import config
+from ..tuning import DEFAULT
 from .ragged import Ragged
 
 
@@ -216,11 +216,13 @@ def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:
     return Packed(ids, n_obs, messages, valid, data)
 
 
-def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
+def basic_problems(values: np.ndarray, min_obs: int,
+                   parallel_min: int = DEFAULT.parallel_check_min) -> str | None:
     """Problems common to every family: empty, too short, NaN or infinite.
 
     Every problem found is reported, joined by "; ".  For vector data
-    (2-D ``values``) the NaN count is of observations (rows).
+    (2-D ``values``) the NaN count is of observations (rows).  A float64 dataset of
+    ``parallel_min`` values or more is checked on every core.
     """
     n = len(values)
     if n == 0:
@@ -229,7 +231,7 @@ def basic_problems(values: np.ndarray, min_obs: int) -> str | None:
     if n < min_obs:
         problems.append(f"too short: {_count(n, 'value')}, at least {min_obs} needed for this "
                         "number of components")
-    if values.size >= config.PARALLEL_CHECK_MIN and values.dtype == np.float64 \
+    if values.size >= parallel_min and values.dtype == np.float64 \
             and values.flags.c_contiguous:
         if _count_nonfinite(values.reshape(-1)) == 0:  # on every core
             return "; ".join(problems) or None

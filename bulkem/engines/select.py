@@ -4,14 +4,14 @@
 strategy                  when                               runs
 ========================  =================================  ===========================
 ``many_states``           an HMM of more than                the GPU: a matrix product per
-                          ``config.HMM_MANY_STATES`` states  time step over all sequences
+                          ``tuning.hmm_many_states`` states  time step over all sequences
                           on the GPU                         (``cuda/many_states.py``)
 ``large``                 a few mixture fits of datasets of  every core / the whole GPU on
-                          at least ``config.LARGE_MIN_OBS``  one fit at a time
+                          at least ``tuning.large_min_obs``  one fit at a time
                           observations                       (``cpu/large.py``,
                                                              ``cuda/large.py``)
 ``wide``                  a few fits of datasets of at       a thread per unit over the
-                          least ``config.WIDE_MIN_UNITS``    machine (``cpu/wide.py``,
+                          least ``tuning.wide_min_units``    machine (``cpu/wide.py``,
                           units (sequences, runs)            ``cuda/wide.py``)
 ``bulk``                  everything else: many fits         a fit per CPU thread
                                                              (``cpu/bulk.py``), or the
@@ -19,9 +19,11 @@ strategy                  when                               runs
                                                              one GPU kernel (``cuda/``)
 ========================  =================================  ===========================
 
-The first rule that holds chooses.  "A few fits" is fewer than the CPU's Numba threads,
-or at most ``config.LARGE_MAX_FITS_CUDA`` (``WIDE_MAX_FITS_CUDA``) on the GPU, where one
-warp per fit would leave most of it idle.  A CPU-only fit never imports ``numba.cuda``.
+The first rule that holds chooses (``tuning`` is the job's :class:`bulkem.tuning.Tuning`;
+``tuning.strategy`` names one to take wherever it applies).  "A few fits" is fewer than
+the CPU's Numba threads, or at most ``tuning.large_max_fits_cuda``
+(``wide_max_fits_cuda``) on the GPU, where one warp per fit would leave most of it idle.
+A CPU-only fit never imports ``numba.cuda``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
-
-from .. import config
 
 STRATEGIES = ("many_states", "large", "wide", "bulk")
 
@@ -44,49 +44,52 @@ def _few_big_fits(job, engine: str, sizes: np.ndarray, min_size: int, max_fits_c
 
 
 def use_many_states(job, engine: str) -> bool:
-    """An HMM on the GPU with more than ``config.HMM_MANY_STATES`` states."""
-    m = job.model
+    """An HMM on the GPU with more than ``tuning.hmm_many_states`` states."""
+    m, tuning = job.model, job.tuning
     if engine != "cuda" or getattr(m, "name", None) != "hmm":
         return False
-    if m.n_states <= config.HMM_MANY_STATES:
+    if tuning.strategy not in (None, "many_states"):
+        return False
+    if m.n_states <= tuning.hmm_many_states and tuning.strategy is None:
         return False
     from .cuda.many_states import MAX_SYMBOLS
 
     if m.emission.name != "categorical" or m.K > MAX_SYMBOLS:
         raise ValueError(
             f"n_components = {m.n_states} states with {m.emission.name} emissions on the GPU: "
-            f"more than config.HMM_MANY_STATES = {config.HMM_MANY_STATES} states runs on the "
+            f"more than tuning.hmm_many_states = {tuning.hmm_many_states} states runs on the "
             f"GPU for categorical emissions of at most {MAX_SYMBOLS} symbols; use "
             "backend='cpu', or fewer states.")
     return True
 
 
 def use_large(job, engine: str) -> bool:
-    """A few mixture fits of datasets of at least ``config.LARGE_MIN_OBS`` observations
+    """A few mixture fits of datasets of at least ``tuning.large_min_obs`` observations
     (on the GPU, of a model that fits the tiled kernel's shared memory)."""
     from ..models.mixture.model import MixtureModel
 
-    m = job.model
-    if not isinstance(m, MixtureModel) or not _few_big_fits(
-            job, engine, job.data.dataset_sizes(), config.LARGE_MIN_OBS,
-            config.LARGE_MAX_FITS_CUDA):
+    m, tuning = job.model, job.tuning
+    if not isinstance(m, MixtureModel) or tuning.strategy not in (None, "large"):
+        return False
+    if tuning.strategy is None and not _few_big_fits(
+            job, engine, job.data.dataset_sizes(), tuning.large_min_obs,
+            tuning.large_max_fits_cuda):
         return False
     if engine == "cuda":
         from .cuda.large import plan
 
-        return plan(m.family, m.n_components, m.n_dims, job.dtype) is not None
+        return plan(m.family, m.n_components, m.n_dims, job.dtype, tuning) is not None
     return True
 
 
 def use_wide(job, engine: str) -> bool:
     """A few fits of a model of units (``unit_items``), each dataset of at least
-    ``config.WIDE_MIN_UNITS`` units; ``config.WIDE_REGIME`` True or False overrides the rule."""
-    if not getattr(job.model, "unit_items", False) or config.WIDE_REGIME is False:
+    ``tuning.wide_min_units`` units."""
+    tuning = job.tuning
+    if not getattr(job.model, "unit_items", False) or tuning.strategy not in (None, "wide"):
         return False
-    if config.WIDE_REGIME:
-        return len(job.fit_ds) > 0
-    return _few_big_fits(job, engine, np.diff(job.data.groups), config.WIDE_MIN_UNITS,
-                         config.WIDE_MAX_FITS_CUDA)
+    return tuning.strategy == "wide" or _few_big_fits(
+        job, engine, np.diff(job.data.groups), tuning.wide_min_units, tuning.wide_max_fits_cuda)
 
 
 def choose(job, engine: str) -> str | None:

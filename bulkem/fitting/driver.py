@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 
-from .. import config
+from ..tuning import CONVERGED, DEGENERATE_DECREASE, DEGENERATE_NONFINITE, MAX_ITER, REDO_FLOAT64
 
 
 def make_stop(jit):
@@ -52,10 +52,8 @@ def make_stop(jit):
         final status of a fit whose E-step at iteration ``it`` (M-steps done
         so far) gave log-likelihood ``ll``, or -1 to go on with an M-step.
     """
-    CONVERGED = config.CONVERGED
-    MAX_ITER = config.MAX_ITER
-    NONFINITE = config.DEGENERATE_NONFINITE
-    DECREASE = config.DEGENERATE_DECREASE
+    NONFINITE = DEGENERATE_NONFINITE
+    DECREASE = DEGENERATE_DECREASE
 
     def stop(ll, ll_prev, it, max_iter, tol, drop_rtol):
         if not math.isfinite(ll):
@@ -104,8 +102,8 @@ def make_em(model, dtype, target):
     NP = sizes.params
     NARROW = dtype != np.float64
     REDO_HERE = target.redo_here
-    REDO = config.REDO_FLOAT64
-    DROP64 = config.DECREASE_RTOL["float64"]
+    REDO = REDO_FLOAT64
+    DROP64 = model.tuning.decrease_rtol["float64"]
     allreduce = target.allreduce
     allreduce_vec = target.allreduce_vec
     wide = model.pieces(np.float64, target)
@@ -156,7 +154,7 @@ def _make_loop(pieces, NS, target, give_up: bool):
     allreduce_vec = target.allreduce_vec
     stop_f = make_stop(target.jit)
     GIVE_UP = give_up
-    NONFINITE = config.DEGENERATE_NONFINITE  # this and above: the degenerate statuses
+    NONFINITE = DEGENERATE_NONFINITE  # this and above: the degenerate statuses
 
     def loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch, buf, xc,
              max_iter, tol, drop_rtol, reg):
@@ -185,4 +183,4 @@ def _make_loop(pieces, NS, target, give_up: bool):
 
 def gave_up(status: int) -> bool:
     """A float32 fit the driver would fit again in float64 (it stopped as degenerate)."""
-    return status >= config.DEGENERATE_NONFINITE
+    return status >= DEGENERATE_NONFINITE

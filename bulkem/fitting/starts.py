@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .. import config
 from ..kernels.cache import njit_cached
+from ..tuning import DEFAULT
 
 # Every way of drawing random starts; each model offers some of them ("random":
 # the model's own draws: the TMAP's, section 4.1 of its paper; the state-space
@@ -78,15 +78,17 @@ def _hash_blocks(bits, n_obs, block):
     return h
 
 
-def dataset_keys(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def dataset_keys(values: np.ndarray, offsets: np.ndarray,
+                 blocked_min: int = DEFAULT.hash_blocked_min_words,
+                 block_words: int = DEFAULT.hash_block_words) -> np.ndarray:
     """A 64-bit key per dataset, hashed from its float64 values.
 
-    A dataset of fewer than ``config.HASH_BLOCKED_MIN_WORDS`` float64 words is
-    one chain of ``mix64`` over them; a larger one, one chain per block of
-    ``config.HASH_BLOCK_WORDS`` words, in parallel, and a chain over those (a
-    single chain over 7.4 million words took 37 ms, the largest host cost of
-    a one-large-dataset GPU fit).  Either way the key depends on the
-    dataset's values alone.
+    A dataset of fewer than ``blocked_min`` float64 words
+    (``Tuning.hash_blocked_min_words``) is one chain of ``mix64`` over them; a larger
+    one, one chain per block of ``block_words`` (``Tuning.hash_block_words``), in
+    parallel, and a chain over those (a single chain over 7.4 million words took 37 ms,
+    the largest host cost of a one-large-dataset GPU fit).  Either way the key depends
+    on the dataset's values alone.
 
     Parameters
     ----------
@@ -100,11 +102,11 @@ def dataset_keys(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     width = 1 if values.ndim == 1 else values.shape[1]
     bits = np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint64)
     offsets = offsets.astype(np.int64)
-    big = config.HASH_BLOCKED_MIN_WORDS
+    big = blocked_min
     out = _hash_rows(bits, offsets, width, big)
     for k in np.flatnonzero(np.diff(offsets) * width >= big):
         lo, hi = offsets[k] * width, offsets[k + 1] * width
-        out[k] = _hash_blocks(bits[lo:hi], offsets[k + 1] - offsets[k], config.HASH_BLOCK_WORDS)
+        out[k] = _hash_blocks(bits[lo:hi], offsets[k + 1] - offsets[k], block_words)
     return out
 
 
@@ -113,11 +115,14 @@ def seed_key(seed: int) -> np.uint64:
     return np.uint64(int(seed) % 2**64)
 
 
+SUBSET_DRAW_LIMIT = 1000  # redraws allowed to find distinct indices
+
+
 @njit(inline="always")
 def draw_distinct(n, k, seed, key, start, counter, idx, row):
     """Draw k distinct indices in [0, n) into idx[row, :k]; return the next counter."""
     for j in range(k):
-        for _ in range(config.SUBSET_DRAW_LIMIT):
+        for _ in range(SUBSET_DRAW_LIMIT):
             c = min(int(uniform(seed, key, start, counter) * n), n - 1)
             counter += 1
             fresh = True
@@ -244,16 +249,17 @@ _centre_cache: dict = {}
 
 
 def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_start, keys, seed,
-                    out=None):
+                    out=None, sample_obs: int = DEFAULT.kmeans_sample_obs,
+                    sample_per_component: int = DEFAULT.kmeans_sample_per_component):
     """k-means++ starting values for every fit.
 
     For each fit, :func:`kmeanspp_centres` picks ``n_components`` centres
     among the dataset's observations and the family's ``centre_init`` turns
     them into starting parameters (for the Gaussian family: means at the
     centres, variances from the observations nearest each centre, equal
-    weights).  Datasets of more than ``config.KMEANS_SAMPLE_OBS``
-    observations (at least ``config.KMEANS_SAMPLE_PER_COMPONENT`` per
-    component) are seeded from a random sample of that many
+    weights).  Datasets of more than ``sample_obs`` observations (at least
+    ``sample_per_component`` per component; ``Tuning.kmeans_sample_obs`` and
+    ``kmeans_sample_per_component``) are seeded from a random sample of that many
     (:func:`kmeanspp_rows`).  Arguments and result as :func:`subset_starts`.
 
     Raises
@@ -272,7 +278,7 @@ def kmeanspp_starts(family, n_components: int, values, offsets, fit_ds, fit_star
     x = values if values.ndim == 2 else values[:, None]
     if out is None:
         out = np.empty((len(fit_ds), family.n_params(n_components, x.shape[1])))
-    size = max(config.KMEANS_SAMPLE_OBS, config.KMEANS_SAMPLE_PER_COMPONENT * n_components)
+    size = max(sample_obs, sample_per_component * n_components)
     kernel(x, offsets, fit_ds, fit_start, keys, seed_key(seed), n_components, size, out)
     return out
 

@@ -4,10 +4,9 @@ Numba's own ``cache=True`` keys a function by its bytecode and the pickled
 contents of its closure; bulkem's kernels are closures built by factories
 around other compiled functions, whose pickles differ from one process to the
 next, so that cache never hits.  :func:`njit_cached` keys them instead by what
-the compiled code depends on: the kernel's name and the model's key, the
-source of the whole package, every value in :mod:`bulkem.config`, and (as
-numba does) the signature and the machine.  Any edit to bulkem or to its
-configuration is a new key.
+the compiled code depends on: the kernel's name and the model's key (which holds the
+tuning compiled into it, ``Tuning.key``), the source of the whole package, and (as
+numba does) the signature and the machine.  Any edit to bulkem is a new key.
 
 A cached kernel's object code names the functions it calls by symbol, and
 numba makes a closure's symbol from its qualified name and a per-process
@@ -33,8 +32,6 @@ from pathlib import Path
 from numba import njit
 from numba.core.bytecode import FunctionIdentity
 from numba.core.caching import FunctionCache
-
-from .. import config
 
 
 class _RandomIds:
@@ -72,11 +69,6 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
-def config_snapshot() -> str:
-    """Every setting of :mod:`bulkem.config` as it is now (tests patch some)."""
-    return repr(sorted((k, repr(v)) for k, v in vars(config).items() if k.isupper()))
-
-
 class _KeyedCache(FunctionCache):
     """numba's function cache with the index key given, not derived from the closure."""
 
@@ -106,7 +98,7 @@ def njit_cached(key: tuple, **options):
     def wrap(py_func):
         disp = njit(**options)(py_func)
         if enabled():
-            full = repr((py_func.__qualname__, key, source_hash(), config_snapshot()))
+            full = repr((py_func.__qualname__, key, source_hash()))
             try:
                 disp._cache = _KeyedCache(py_func, hashlib.sha256(full.encode()).hexdigest())
             except RuntimeError:  # pragma: no cover - no writable cache location

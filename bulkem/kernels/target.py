@@ -29,7 +29,7 @@ class Target:
         hardware approximations), or None for the portable ones.
     redo_here : bool
         What a float32 fit that gives up does: fit again in float64 at once
-        (True), or return ``config.REDO_FLOAT64`` for the engine to refit it
+        (True), or return ``REDO_FLOAT64`` for the engine to refit it
         (False: the GPU, where one fit's float64 iterations would hold up the
         float32 fits sharing its warp).
     """

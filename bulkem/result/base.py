@@ -14,24 +14,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import config
+from ..tuning import (
+    BEST_TIE_RTOL,
+    CONVERGED,
+    DEGENERATE_COLLAPSE,
+    DEGENERATE_DECREASE,
+    DEGENERATE_NONFINITE,
+    DEGENERATE_PARAM,
+    MAX_ITER,
+)
 
 STATUS_NAMES = {
-    config.CONVERGED: "converged",
-    config.MAX_ITER: "max_iter",
-    config.DEGENERATE_NONFINITE: "degenerate",
-    config.DEGENERATE_PARAM: "degenerate",
-    config.DEGENERATE_COLLAPSE: "degenerate",
-    config.DEGENERATE_DECREASE: "degenerate",
+    CONVERGED: "converged",
+    MAX_ITER: "max_iter",
+    DEGENERATE_NONFINITE: "degenerate",
+    DEGENERATE_PARAM: "degenerate",
+    DEGENERATE_COLLAPSE: "degenerate",
+    DEGENERATE_DECREASE: "degenerate",
 }
+# Why a start is degenerate, by status code; a model's ``status_reasons`` replaces the
+# entries its M-step means otherwise (an HMM's state, a TMAP's branch, an AR variance).
 STATUS_MESSAGES = {
-    config.CONVERGED: "",
-    config.MAX_ITER: "",
-    config.DEGENERATE_NONFINITE: "log-likelihood became NaN or infinite",
-    config.DEGENERATE_PARAM: "a parameter became non-positive or non-finite",
-    config.DEGENERATE_COLLAPSE: "a component collapsed (no mass left, or zero spread)",
-    config.DEGENERATE_DECREASE: "log-likelihood fell by more than rounding",
+    CONVERGED: "",
+    MAX_ITER: "",
+    DEGENERATE_NONFINITE: "log-likelihood became NaN or infinite",
+    DEGENERATE_PARAM: "a parameter became non-positive or non-finite",
+    DEGENERATE_COLLAPSE: "a component collapsed (no mass left, or zero spread)",
+    DEGENERATE_DECREASE: "log-likelihood fell by more than rounding",
 }
+
+
+def status_messages(model) -> dict:
+    """The reason text of each status code for this model's fits."""
+    return {**STATUS_MESSAGES, **getattr(model, "status_reasons", {})}
 
 
 def _lookup(table: dict, codes: np.ndarray) -> np.ndarray:
@@ -42,13 +57,13 @@ def _lookup(table: dict, codes: np.ndarray) -> np.ndarray:
 
 
 def best_starts(loglik: np.ndarray) -> np.ndarray:
-    """Index of each row's best start: the first within ``config.BEST_TIE_RTOL`` of the largest.
+    """Index of each row's best start: the first within ``BEST_TIE_RTOL`` of the largest.
 
     ``loglik`` is (datasets, starts), ``-inf`` for failed starts; a row with
     none finite gets 0 (the caller marks it failed).
     """
     top = loglik.max(axis=1, keepdims=True)  # -inf - inf is -inf: every start of such a row
-    return np.argmax(loglik >= top - config.BEST_TIE_RTOL * np.abs(top), axis=1)
+    return np.argmax(loglik >= top - BEST_TIE_RTOL * np.abs(top), axis=1)
 
 
 def _frame(columns: dict) -> pd.DataFrame:
@@ -70,7 +85,6 @@ def _coder(table: dict) -> tuple[pd.CategoricalDtype, np.ndarray]:
 
 
 _STATUS_CODER = _coder(STATUS_NAMES)
-_MESSAGE_CODER = _coder(STATUS_MESSAGES)
 
 
 def _categorical(coder: tuple[pd.CategoricalDtype, np.ndarray], codes: np.ndarray
@@ -93,7 +107,7 @@ class FitResult:
         One row per dataset, in input order: ``dataset, n_obs, status, loglik,
         n_iter, converged, best_start, aic, bic, message``.  ``best_start`` is
         the start of the largest log-likelihood (the first, where several are
-        within ``config.BEST_TIE_RTOL`` of it: rounding never chooses).  ``status`` is
+        within ``BEST_TIE_RTOL`` of it: rounding never chooses).  ``status`` is
         ``converged`` or ``max_iter`` (of the best start), ``failed`` (every
         start degenerate) or ``invalid_data`` (never fitted; ``message`` says
         why).
@@ -181,7 +195,7 @@ class FitResult:
         ids, vids = early["ids"], early["vids"]
         code = job.status.reshape(n_valid, n_starts)
         ll = job.loglik.reshape(n_valid, n_starts)
-        ok = code <= config.MAX_ITER
+        ok = code <= MAX_ITER
         best = best_starts(np.where(ok, ll, -np.inf))
         has = ok.any(axis=1)
         rows = np.arange(n_valid)
@@ -193,7 +207,8 @@ class FitResult:
         status[packed.valid] = np.where(has, _lookup(STATUS_NAMES, best_code), "failed")
         message = np.array([m or "" for m in packed.messages], dtype=object)
         n_bad = (~ok).sum(axis=1)
-        first_why = _lookup(STATUS_MESSAGES, code[:, 0])
+        reasons = status_messages(model)
+        first_why = _lookup(reasons, code[:, 0])
         message[packed.valid] = [
             (f"all {n_starts} starts degenerate (the first: {w})" if not h
              else f"{b} of {n_starts} starts degenerate" if b else "")
@@ -236,7 +251,7 @@ class FitResult:
             "status": _categorical(_STATUS_CODER, scode),
             "loglik": job.loglik,
             "n_iter": job.n_iter.astype(np.int64),
-            "message": _categorical(_MESSAGE_CODER, scode),
+            "message": _categorical(_coder(reasons), scode),
         })
         init_best = job.init.reshape(n_valid, n_starts, NP)[fitted, best[fitted]]
         best_map = {vids[r]: (bp[j], init_best[j]) for j, r in enumerate(fitted)}

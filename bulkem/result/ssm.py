@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import config
+from ..tuning import MAX_ITER
 from .base import FitResult
 
 
@@ -24,7 +24,7 @@ class SSMResult(FitResult):
     largest modulus of the inverse AR roots; < 1 is stationary).  Fits
     are stationary by construction (the prior is the stationary law), so a
     radius near 1 means the data pull towards a unit root: ``summary.message``
-    says so from ``config.SSM_AR_RADIUS_WARN`` on.
+    says so from ``Tuning.ssm_ar_radius_warn`` on.
     """
 
     @classmethod
@@ -37,7 +37,7 @@ class SSMResult(FitResult):
         from ..models.ssm.model import ar_radius
 
         rad = ar_radius(job.params[:, :model.order])
-        done = job.status <= config.MAX_ITER
+        done = job.status <= MAX_ITER
         res.starts["ar_radius"] = np.where(done, rad, np.nan)
         s = res.summary
         best = np.full(len(s), np.nan)
@@ -45,7 +45,7 @@ class SSMResult(FitResult):
             if d in res._best:
                 best[j] = ar_radius(res._best[d][0][:model.order])[0]
         s["ar_radius"] = best
-        near = best >= config.SSM_AR_RADIUS_WARN
+        near = best >= job.tuning.ssm_ar_radius_warn
         if near.any():
             note = (" near the unit circle: the stationary prior holds the fit inside; the "
                     "data may not be stationary (try family='local_level')")

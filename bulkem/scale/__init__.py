@@ -22,12 +22,15 @@ _CHECKPOINT_DOC = """    checkpoint : str or os.PathLike, optional
 """
 
 
+_API_SIGNATURE = inspect.signature(api.fit)
+
+
 @functools.wraps(api.fit)
 def fit(datasets: Any, *args: Any, checkpoint: str | os.PathLike | None = None,
         **kwargs: Any) -> api.FitResult:
     if checkpoint is None:
         return api.fit(datasets, *args, **kwargs)
-    bound = inspect.signature(api.fit).bind(datasets, *args, **kwargs)
+    bound = _API_SIGNATURE.bind(datasets, *args, **kwargs)
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     del arguments["datasets"]
@@ -41,7 +44,7 @@ def fit(datasets: Any, *args: Any, checkpoint: str | os.PathLike | None = None,
 
 
 def _signature() -> inspect.Signature:
-    sig = inspect.signature(api.fit)
+    sig = _API_SIGNATURE
     params = list(sig.parameters.values())
     extra = inspect.Parameter("checkpoint", inspect.Parameter.KEYWORD_ONLY, default=None,
                               annotation="str | os.PathLike | None")

@@ -45,23 +45,17 @@ import pandas as pd
 
 from .. import __version__, api, models
 from ..fitting.progress import Progress
+from ..tuning import check as check_tuning
 from . import combine
 from .combine import Parts
 
-# Fits per chunk: a chunk holds max(1, CHUNK_FITS // n_starts) datasets.  A
-# chunk is the work lost to a crash and the grain of the Parquet files; 5 * 10^5
-# fits are under a second on a GPU and half a minute on 16 CPU cores (200 values).
-# It also bounds the host memory of a streamed `bulkem fit`: 4.2 GiB at peak with
-# chunks of 10^6 fits (10^5 datasets of 200 values) on an H100 machine, over the
-# 4 GiB the streaming issue allows.
-CHUNK_FITS = 500_000
 MANIFEST = "manifest.json"
 # 2: checksums of the manifest and of every file of a chunk.
 FORMAT = "bulkem-checkpoint-2"
 CHUNK_NAME = re.compile(r"chunk-(\d{6})")
 # Arguments that may differ between the runs of one checkpoint: they do not
 # change the tables.
-NOT_COMPARED = ("backend", "progress", "strict")
+NOT_COMPARED = ("backend", "progress", "strict", "tuning")  # (tuning: speed and sum order)
 # Warnings of bulkem.fit that a chunked run replaces by one for the whole run.
 _BATCH_WARNINGS = ("datasets are invalid and were not fitted", "have no usable start")
 
@@ -600,7 +594,8 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
         return api.fit(datasets, **kwargs)  # raises: no datasets
     run = RunDir(checkpoint)
     n_starts = kwargs.get("n_starts", 10)
-    default_chunk = max(1, CHUNK_FITS // n_starts) if isinstance(n_starts, int) and n_starts > 0 \
+    chunk_fits = check_tuning(kwargs.get("tuning")).checkpoint_chunk_fits
+    default_chunk = max(1, chunk_fits // n_starts) if isinstance(n_starts, int) and n_starts > 0 \
         else 1
     per_chunk = int(run.manifest["chunk_datasets"]) if run.manifest else default_chunk
     kwargs["seed"] = resolve_seed(run, kwargs.get("seed"))

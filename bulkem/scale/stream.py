@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .. import api
+from ..tuning import check as check_tuning
 from . import checkpoint, combine
 from .checkpoint import RunDir
 
@@ -68,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted streamed run from its checkpoint: same input "
                         "and arguments; only the missing chunks are fitted")
+    g.add_argument("--read-rows", type=int, metavar="N", default=READ_ROWS,
+                   help=f"rows read from the input at a time (default {READ_ROWS:,}): with "
+                        "--chunk-datasets, host memory is bounded by both")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -90,7 +94,8 @@ def main(args: argparse.Namespace, options: dict | None = None) -> int:
     fit_kwargs = {name: getattr(args, cli) for cli, name in FIT_ARGS.items() if hasattr(args, cli)}
     fit_kwargs.update(options or {})
     report = fit_file(args.input, args.out, fit_kwargs, chunk_datasets=args.chunk_datasets,
-                      checkpoint_dir=args.checkpoint, resume=args.resume, quiet=args.quiet)
+                      read_rows=args.read_rows, checkpoint_dir=args.checkpoint,
+                      resume=args.resume, quiet=args.quiet)
     print(f"{report['n_datasets']} datasets fitted on {report['backend']} in "
           f"{report['seconds']:.2f} s ({report['n_chunks']} chunks of up to "
           f"{report['chunk_datasets']} datasets); wrote {', '.join(report['outputs'])}")
@@ -361,7 +366,7 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
     fit_kwargs : dict
         Arguments of :func:`bulkem.fit` (not ``datasets`` or ``progress``).
     chunk_datasets : int, optional
-        Datasets per chunk; default ``checkpoint.CHUNK_FITS // n_starts``,
+        Datasets per chunk; default ``Tuning.checkpoint_chunk_fits // n_starts``,
         or the checkpoint's when resuming.
     checkpoint_dir : str or os.PathLike, optional
         Where finished chunks are kept (kept after the run); default
@@ -415,7 +420,8 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                 "(or leave it out) to resume.")
         chunk_datasets = run.manifest["chunk_datasets"]
     elif chunk_datasets is None:
-        chunk_datasets = max(1, checkpoint.CHUNK_FITS // n_starts) if (
+        chunk_fits = check_tuning(fit_kwargs.get("tuning")).checkpoint_chunk_fits
+        chunk_datasets = max(1, chunk_fits // n_starts) if (
             isinstance(n_starts, int) and n_starts > 0) else 1
     fit_kwargs["seed"] = checkpoint.resolve_seed(run, fit_kwargs.get("seed"))
     combine.check_splittable(fit_kwargs)

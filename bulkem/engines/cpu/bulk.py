@@ -6,7 +6,6 @@ import numba
 import numpy as np
 from numba import prange
 
-from ... import config
 from ...fitting import memory
 from ...fitting.driver import make_em
 from ...kernels.cache import njit_cached
@@ -76,9 +75,10 @@ def run_fits(job, progress, on_starts=None) -> None:
     data64, offsets, const = job.kernel_data()
     data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
     n = len(job.fit_ds)
-    step = config.CPU_CHUNK_FITS
+    tuning = job.tuning
+    step = tuning.cpu_chunk_fits
     if progress.active:
-        step = min(step, max(config.CPU_MIN_CHUNK_FITS, -(-n // config.PROGRESS_STEPS)))
+        step = min(step, max(tuning.cpu_min_chunk_fits, -(-n // tuning.progress_steps)))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],

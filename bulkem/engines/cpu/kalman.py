@@ -16,7 +16,6 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ... import config
 from ...models.ssm.kalman import make_kalman
 from ...models.ssm.plan import (
     LoglikOut,
@@ -32,6 +31,7 @@ from ...models.ssm.plan import (
 )
 from ...models.ssm.scan import element_size, make_scan, make_steady_scan
 from ...models.ssm.splash import make_splash
+from ...tuning import DEFAULT, Tuning
 
 _compiled: dict = {}
 
@@ -356,12 +356,12 @@ def _models(batch: SeriesBatch):
     return md.F, md.H, md.Q, md.R, md.m0, md.P0
 
 
-def exact(batch: SeriesBatch, shared: bool | None = None) -> LoglikOut:
+def exact(batch: SeriesBatch, shared: bool | None = None, tuning: Tuning = DEFAULT) -> LoglikOut:
     """The sequential Kalman filter of every series, series in parallel.
 
     ``shared`` (None: when worth it) lets the series of a one-model batch
     without missing rows share the covariance recursion (see
-    ``config.KALMAN_SHARED_GAINS_MIN_SERIES``); False forces the full
+    ``Tuning.kalman_shared_gains_min_series``); False forces the full
     filter for every series.
     """
     md = batch.models
@@ -371,7 +371,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None) -> LoglikOut:
     nobs = np.zeros(n, dtype=np.int64)
     fail = np.full(n, -1, dtype=np.int64)
     rest = np.arange(n, dtype=np.int64)
-    sel = shared_series(batch, shared, config.KALMAN_SHARED_GAINS_MIN_SERIES)
+    sel = shared_series(batch, shared, tuning.kalman_shared_gains_min_series)
     if len(sel):
         n_steps = int(batch.lengths[sel].max())
         Ws = np.empty(n_steps * md.nx * md.ny, batch.y.dtype)
@@ -420,14 +420,15 @@ class Steady(NamedTuple):
     A: np.ndarray  # (nx, nx), float64: x_t = A x_{t-1} + W L^{-1} y_t from entry n - 1 on
 
 
-def steady(batch: SeriesBatch, shared: bool | None = None) -> Steady | None:
+def steady(batch: SeriesBatch, shared: bool | None = None, tuning: Tuning = DEFAULT
+           ) -> Steady | None:
     """The steady-state gains of a batch, if the steady-state scan can take it.
 
     It can when every series has one model and no missing row (``shared`` not
     False) and the covariance recursion settles within
-    ``config.KALMAN_SCAN_STEADY_MAX_STEPS`` steps and the longest series: the
+    ``Tuning.kalman_scan_steady_max_steps`` steps and the longest series: the
     predicted covariance of step ``t + 1`` differs from step ``t``'s by at most
-    ``config.KALMAN_SCAN_STEADY_ULPS`` units in the last place of its largest
+    ``Tuning.kalman_scan_steady_ulps`` units in the last place of its largest
     entry (the covariance, not the gain: a gain can stay put while the
     covariance still moves where the observation does not see it yet).
     Returns None otherwise (then the full scan runs).
@@ -436,13 +437,13 @@ def steady(batch: SeriesBatch, shared: bool | None = None) -> Steady | None:
     if shared is False or batch.n_series == 0 or len(md.F) != 1 or batch.has_missing.any():
         return None
     dt = batch.y.dtype
-    max_steps = min(int(batch.lengths.max()), config.KALMAN_SCAN_STEADY_MAX_STEPS)
+    max_steps = min(int(batch.lengths.max()), tuning.kalman_scan_steady_max_steps)
     nxy, nyy = md.nx * md.ny, md.ny * md.ny
     Ws = np.empty(max_steps * nxy, dt)  # (valid series have at least one step)
     Ls = np.empty(max_steps * nyy, dt)
     logdets = np.empty(max_steps)
     p = _programs(md.nx, md.ny, md.kind, dt)
-    tol = config.KALMAN_SCAN_STEADY_ULPS * float(np.finfo(dt).eps)
+    tol = tuning.kalman_scan_steady_ulps * float(np.finfo(dt).eps)
     n, _ = p["steady_gains"](md.F[0], md.H[0], md.Q[0], md.R[0], md.m0[0], md.P0[0],
                              max_steps, dt.type(tol), Ws, Ls, logdets)
     if n < 0:
@@ -457,7 +458,7 @@ def steady(batch: SeriesBatch, shared: bool | None = None) -> Steady | None:
 
 
 def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None,
-         shared: bool | None = None) -> LoglikOut:
+         shared: bool | None = None, tuning: Tuning = DEFAULT) -> LoglikOut:
     """The exact filter by a blocked associative scan over time (see ``models/ssm/plan.py``).
 
     ``shared`` (None: when possible) lets a batch whose series share one model
@@ -468,10 +469,10 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
     if chunk0 is None:
-        chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CPU_SCAN_CHUNK0,
-                            numba.get_num_threads() * config.KALMAN_CPU_SCAN_CHUNKS_PER_THREAD)
-    chunk = chunk or config.KALMAN_CPU_SCAN_CHUNK
-    st = steady(batch, shared)
+        chunk0 = chunk0_for(batch.offsets[-1], tuning.kalman_cpu_scan_chunk0,
+                            numba.get_num_threads() * tuning.kalman_cpu_scan_chunks_per_thread)
+    chunk = chunk or tuning.kalman_cpu_scan_chunk
+    st = steady(batch, shared, tuning)
     if st is not None:
         return _steady_scan(batch, st, chunk0, chunk)
     levels = plan_levels(batch.offsets, chunk0, chunk)
@@ -558,8 +559,8 @@ def splash_gains(batch: SeriesBatch, window: int, broad: float, shared: bool | N
     return True, Ws, Ls, logdets
 
 
-def splash(batch: SeriesBatch, window: int, broad: float, shared: bool | None = None
-           ) -> LoglikOut:
+def splash(batch: SeriesBatch, window: int, broad: float, shared: bool | None = None,
+           tuning: Tuning = DEFAULT) -> LoglikOut:
     """The paper's windowed approximation, every time step in parallel.
 
     ``shared`` (None: when possible) lets the windows without missing values
@@ -573,10 +574,10 @@ def splash(batch: SeriesBatch, window: int, broad: float, shared: bool | None = 
     fail_t = np.zeros(n_total, dtype=np.int8)
     use, Ws, Ls, logdets = splash_gains(batch, window, broad, shared)
     p["splash"](batch.y, batch.offsets, batch.model_idx, *_models(batch), window,
-                batch.y.dtype.type(broad), config.KALMAN_CPU_SPLASH_BLOCK, use, Ws, Ls, logdets,
+                batch.y.dtype.type(broad), tuning.kalman_cpu_splash_block, use, Ws, Ls, logdets,
                 ll_t, obs_t, fail_t)
     # the GPU engine's order of sums
-    lev = step_chunks(batch.offsets, config.KALMAN_SPLASH_SUM_CHUNK)
+    lev = step_chunks(batch.offsets, tuning.kalman_splash_sum_chunk)
     return gather(batch, lev, *chunk_sums(lev, ll_t, obs_t, fail_t))
 
 

@@ -13,7 +13,7 @@ family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``, the exact pass's
 semantics as the bulk engines.
 
 CPU: the driver itself (:func:`make_em`) on the ``cpu-wide`` target, whose
-passes over the observations compute their blocks (``config.ESTEP_BLOCK_OBS``
+passes over the observations compute their blocks (``Tuning.estep_block_obs``
 observations each) in a ``prange`` loop and add them in block order: the
 very sums one CPU thread takes, so a fit gives the same bits in both regimes
 and with any number of threads (float32 fits that give up are fitted again

@@ -13,7 +13,7 @@ log-likelihood taken in float64 at its returned parameters); only the sums
 over units are taken in another order.
 
 CPU (:func:`runner`): each iteration is a ``prange`` over fixed chunks
-of ``config.WIDE_CPU_CHUNK_UNITS`` units, each chunk running the model's
+of ``Tuning.wide_cpu_chunk_units`` units, each chunk running the model's
 ``estep`` into its own partial statistics, summed in chunk order (the
 log-likelihood too, then plus the parameters' and the dataset's constant
 terms, as the bulk driver adds them); then ``complete``, the stopping rule,
@@ -31,7 +31,6 @@ import numba
 import numpy as np
 from numba import prange
 
-from ... import config
 from ...fitting import memory
 from ...fitting.driver import gave_up, make_stop
 from ...kernels.fastmath import EXP_CONSTS
@@ -127,7 +126,7 @@ def run_fits(job, progress) -> None:
     memory.check_buffers(n_buf, job.data.longest_unit(), numba.get_num_threads())
     loop = runner(job.model, job.dtype)[1]
     setup64, loop64 = runner(job.model, np.float64)
-    chunk = config.WIDE_CPU_CHUNK_UNITS
+    chunk = job.tuning.wide_cpu_chunk_units
     no_tot = np.zeros(0)
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
@@ -138,7 +137,7 @@ def run_fits(job, progress) -> None:
         if narrow_dt and gave_up(st):  # fitted again in float64, from its start
             job.params[f] = job.init[f]
             st, it, ll = loop64(data64, *args, job.max_iter, job.tol,
-                                config.DECREASE_RTOL["float64"], job.reg)
+                                job.tuning.decrease_rtol["float64"], job.reg)
         elif narrow_dt:  # the returned log-likelihood: one float64 E-step at the parameters
             ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg)[2]
         job.status[f] = st

@@ -12,7 +12,6 @@ import threading
 
 import numpy as np
 
-from ... import config
 from .compat import SIMULATED, cuda
 
 ALIGN = 256  # bytes: where each array of a chunk's buffer starts
@@ -64,15 +63,15 @@ class Buffers:
         return self._views
 
 
-def take(nbytes: int) -> Buffers:
+def take(nbytes: int, tuning) -> Buffers:
     """Host and device buffers for one chunk.
 
     Page-locking and device allocation are slow, so buffers up to
-    ``config.CUDA_PINNED_MAX_BYTES`` are page-locked and kept in a pool for
+    ``tuning.cuda_pinned_max_bytes`` are page-locked and kept in a pool for
     later chunks and calls (:func:`give` returns them).  Larger
     ones (and all under the simulator) are ordinary host memory, not pooled.
     """
-    if nbytes > config.CUDA_PINNED_MAX_BYTES or SIMULATED:
+    if nbytes > tuning.cuda_pinned_max_bytes or SIMULATED:
         return Buffers(nbytes, pinned=False)
     dev = cuda.get_current_device().id
     with _pool_lock:
@@ -83,14 +82,15 @@ def take(nbytes: int) -> Buffers:
     return Buffers(nbytes, pinned=True)
 
 
-def give(bufs: Buffers) -> None:
-    """Return a chunk's buffers to the pool once the GPU is done with them."""
+def give(bufs: Buffers, tuning) -> None:
+    """Return a chunk's buffers to the pool (of at most ``tuning.cuda_pinned_pool``) once the
+    GPU is done with them."""
     if not bufs.pinned:
         return
     with _pool_lock:
         free = _pool.setdefault(cuda.get_current_device().id, [])
         free.append(bufs)
-        if len(free) > config.CUDA_PINNED_POOL:
+        if len(free) > tuning.cuda_pinned_pool:
             free.pop(min(range(len(free)), key=lambda k: len(free[k])))
 
 

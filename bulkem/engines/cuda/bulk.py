@@ -1,9 +1,9 @@
 """The bulk CUDA kernel: the whole EM loop of every fit runs inside one launch.
 
 G lanes of a warp (an aligned group; :func:`lanes_per_fit`) own one
-(dataset, start) fit; a block has ``config.CUDA_WARPS_PER_BLOCK`` warps.
+(dataset, start) fit; a block has ``Tuning.cuda_warps_per_block`` warps.
 (The float64 refits of float32 fits may take more lanes than a warp: then a
-block per fit, ``config.CUDA_LANES_PER_REFIT``.)
+block per fit, ``Tuning.cuda_lanes_per_refit``.)
 Each lane takes every G-th item of its dataset (observation of a mixture,
 sequence of a hidden Markov model), so a group reads neighbouring addresses;
 after the E-step the lanes sum their statistics and log-likelihood with
@@ -22,10 +22,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import float32, float64
 
-from ... import config
 from ...fitting.driver import make_em
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
+from ...tuning import REDO_FLOAT64, WARP_SIZE
 from . import buffers
 from .compat import SIMULATED, cuda, register_exit_hook
 
@@ -33,7 +33,7 @@ if not SIMULATED:
     from numba.cuda import libdevice
 
 _FULL_MASK = 0xFFFFFFFF
-_WARP = config.WARP_SIZE
+_WARP = WARP_SIZE
 
 # The simulator's jit takes no forceinline; on hardware, inlining keeps the
 # per-fit arrays in registers.
@@ -152,28 +152,30 @@ def target(lanes: int, n_vec: int) -> Target:
                   redo_here=False)
 
 
-def lanes_per_fit(tol: float, dtype, model=None) -> int:
+def lanes_per_fit(tol: float, dtype, model) -> int:
     """Lanes that share a fit: fewer when every fit runs ``max_iter`` iterations (``tol=0``).
 
     The fits of a warp then finish together, so packing several into a warp
     costs no idle lanes; with ``tol > 0`` a warp would wait for its slowest fit.
     Sequence models, whose lanes split whole sequences, have their own
-    (``config.CUDA_LANES_PER_FIT_UNITS``, or the model's ``cuda_lanes``).
+    (``Tuning.cuda_lanes_per_fit_units``, or the model's ``cuda_lanes``).  The model's
+    ``tuning`` holds the numbers.
     """
-    if model is not None and model.sizes().buf_per_len:
-        return getattr(model, "cuda_lanes", config.CUDA_LANES_PER_FIT_UNITS)[tol > 0]
+    tuning = model.tuning
+    if model.sizes().buf_per_len:
+        return getattr(model, "cuda_lanes", tuning.cuda_lanes_per_fit_units)[tol > 0]
     if tol > 0:
-        return config.CUDA_LANES_PER_FIT
-    return config.CUDA_LANES_PER_FIT_TOL0[np.dtype(dtype).name]
+        return tuning.cuda_lanes_per_fit
+    return tuning.cuda_lanes_per_fit_tol0[np.dtype(dtype).name]
 
 
-def _block_threads(lanes: int) -> int:
-    """Threads per block: ``config.CUDA_WARPS_PER_BLOCK`` warps, or one fit's lanes if more."""
-    return max(config.CUDA_WARPS_PER_BLOCK * _WARP, lanes)
+def _block_threads(lanes: int, tuning) -> int:
+    """Threads per block: ``tuning.cuda_warps_per_block`` warps, or one fit's lanes if more."""
+    return max(tuning.cuda_warps_per_block * _WARP, lanes)
 
 
-def _fits_per_block(lanes: int) -> int:
-    return _block_threads(lanes) // lanes
+def _fits_per_block(lanes: int, tuning) -> int:
+    return _block_threads(lanes, tuning) // lanes
 
 
 _kernels: dict = {}
@@ -191,24 +193,24 @@ def kernel(model, dtype, lanes: int = _WARP):
     G = lanes
     dtype = np.dtype(dtype)
     units = model.sizes().buf_per_len > 0  # a sequence model
-    regs = config.CUDA_MAX_REGISTERS_UNITS if units else config.CUDA_MAX_REGISTERS
-    key = (model.key, dtype.name, config.CUDA_WARPS_PER_BLOCK, regs, G,
-           config.ESTEP_BLOCK_OBS[dtype.name])
+    tuning = model.tuning
+    regs = tuning.cuda_max_registers_units if units else tuning.cuda_max_registers
+    key = (model.key, tuning.key("cuda"), dtype.name, G)
     if key in _kernels:
         return _kernels[key]
     register_exit_hook()
     if G < 1 or G > 1024 or G & (G - 1):
-        raise ValueError(f"{G} lanes per fit (config.CUDA_LANES_PER_*); expected a power "
+        raise ValueError(f"{G} lanes per fit (Tuning.cuda_lanes_per_*); expected a power "
                          "of 2 up to 1024 (more than 32: a block per fit).")
     sz = model.sizes()
     em = make_em(model, dtype.type, target(G, sz.stats))
     # (local arrays need a positive size)
     NP, NS, NT, NC, NK, NX = (max(n, 1) for n in (sz.params, sz.stats, sz.totals, sz.coef,
                                                    sz.work, sz.scratch))
-    FPB = _fits_per_block(G)
+    FPB = _fits_per_block(G, tuning)
     cdt = float32 if dtype == np.float32 else float64
     opts = {} if regs is None or SIMULATED else {"max_registers": regs}  # (simulator: no option)
-    REDO = config.REDO_FLOAT64
+    REDO = REDO_FLOAT64
 
     @cuda.jit(**opts)
     def bulk(data, data64, offsets, fit_ds, const, params_io, status, n_iter, loglik, xc,
@@ -361,7 +363,7 @@ def launch(job, chunk, stream) -> Running:
     bulk = kernel(job.model, job.dtype, lanes)
     narrow = np.dtype(job.dtype) != np.float64
     layout, index = _layout(job, chunk)
-    bufs = buffers.take(layout[-1][0])
+    bufs = buffers.take(layout[-1][0], job.tuning)
     h, d = bufs.views(layout)
     arrays = [a for a in chunk.data64 if _is_array(a)]
     for k, a in zip(index["data64"], arrays, strict=True):
@@ -381,15 +383,16 @@ def launch(job, chunk, stream) -> Running:
     offsets, const, fit_ds = d[o], d[o + 1], d[o + 2]
     n_picked, params, status, n_iter, loglik, picked = d[p - 1:p + 5]
     n = len(chunk.fits)
-    fpb = _fits_per_block(lanes)
-    grid, threads = (n + fpb - 1) // fpb, _block_threads(lanes)
+    tuning = job.tuning
+    fpb = _fits_per_block(lanes, tuning)
+    grid, threads = (n + fpb - 1) // fpb, _block_threads(lanes, tuning)
     if narrow:
         relanes = lanes_per_fit(job.tol, np.float64, job.model)
-        if config.CUDA_LANES_PER_REFIT and not job.model.sizes().buf_per_len:
-            relanes = config.CUDA_LANES_PER_REFIT  # (models with lane buffers: as many as ever)
+        if tuning.cuda_lanes_per_refit and not job.model.sizes().buf_per_len:
+            relanes = tuning.cuda_lanes_per_refit  # (models with lane buffers: as many as ever)
         refit = kernel(job.model, np.float64, relanes)
-        refpb = _fits_per_block(relanes)
-        regrid, rethreads = (n + refpb - 1) // refpb, _block_threads(relanes)
+        refpb = _fits_per_block(relanes, tuning)
+        regrid, rethreads = (n + refpb - 1) // refpb, _block_threads(relanes, tuning)
     rows = max(grid * threads, regrid * rethreads) if narrow else grid * threads
     lane_buf = _lane_buffer(rows, job.model.sizes().buf_per_len * chunk.longest)
     common = (params, status, n_iter, loglik, EXP_CONSTS, job.max_iter, job.tol)  # both kernels'
@@ -398,9 +401,9 @@ def launch(job, chunk, stream) -> Running:
     if narrow:
         # The float32 fits that gave up, again in float64 from their starts,
         # on the same stream: no waiting here.  The grid has room for all.
-        _pick[(n + 255) // 256, 256, stream](status, config.REDO_FLOAT64, picked, n_picked)
+        _pick[(n + 255) // 256, 256, stream](status, REDO_FLOAT64, picked, n_picked)
         refit[regrid, rethreads, stream](data64, data64, offsets, fit_ds, const, *common,
-                                         config.DECREASE_RTOL["float64"], job.reg, picked,
+                                         tuning.decrease_rtol["float64"], job.reg, picked,
                                          n_picked, lane_buf)
     back, end = layout[p][0], layout[p + 4][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
@@ -417,7 +420,7 @@ def launch(job, chunk, stream) -> Running:
 def finish(job, run: Running, watch=None) -> None:
     """Wait for a launched chunk and copy its results into the job.
 
-    ``watch(done)``, if given, is called every ``config.PROGRESS_POLL_S``
+    ``watch(done)``, if given, is called every ``tuning.progress_poll_s``
     while the kernel runs with the number of the chunk's fits finished so
     far, read through a second stream; the kernel itself is untouched.
     """
@@ -429,8 +432,8 @@ def finish(job, run: Running, watch=None) -> None:
         seen = np.empty(len(run.chunk.fits), np.int32)
         last = time.perf_counter()
         while not run.done.query():
-            time.sleep(config.CUDA_WAIT_POLL_S)
-            if poll is not None and time.perf_counter() - last >= config.PROGRESS_POLL_S:
+            time.sleep(job.tuning.cuda_wait_poll_s)
+            if poll is not None and time.perf_counter() - last >= job.tuning.progress_poll_s:
                 run.status.copy_to_host(seen, stream=poll)
                 poll.synchronize()
                 watch(int(np.count_nonzero(seen >= 0)))
@@ -446,6 +449,6 @@ def finish(job, run: Running, watch=None) -> None:
     params, status, n_iter, loglik = bufs.views(run.layout)[0][p:p + 4]
     job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
         params, status, n_iter, loglik)
-    buffers.give(bufs)
+    buffers.give(bufs, job.tuning)
 
 

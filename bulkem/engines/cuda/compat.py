@@ -141,9 +141,7 @@ class Launcher:
             self.configured(*self.args)
 
 
-def prepared_launch(configured, args):
+def prepared_launch(configured, args, prepared: bool = True):
     """A no-argument function launching ``configured`` with the fixed ``args``
-    (:class:`Launcher`, prepared when ``config.LARGE_CUDA_PREPARED_LAUNCH``)."""
-    from ... import config
-
-    return Launcher(configured, args, prepared=config.LARGE_CUDA_PREPARED_LAUNCH)
+    (:class:`Launcher`; ``prepared``: ``Tuning.cuda_prepared_launch``)."""
+    return Launcher(configured, args, prepared=prepared)

@@ -15,7 +15,7 @@ this module holds the kernels that loop and the host side.
 * ``scan``: the blocked scan of :mod:`bulkem.models.ssm.plan`, a kernel
   launch per level up and down.  A prefix's ``A, eta, J`` are 0, so the
   down sweep computes and stores its ``(b, C)`` alone (``combine_prefix``).
-  Few states (below ``config.KALMAN_CUDA_SCAN_WARP_MIN_NX``): a thread per
+  Few states (below ``Tuning.kalman_cuda_scan_warp_min_nx``): a thread per
   chunk, the elements in global memory field by field.  More: above level 0
   a warp per chunk (:mod:`bulkem.engines.cuda.scan_warp`), level 0 a thread
   per chunk with its largest matrices in shared memory.  As for ``splash``,
@@ -30,7 +30,7 @@ this module holds the kernels that loop and the host side.
   field, one matrix per level (the same series: RW 2-D 0.45 -> 0.23 ms,
   AR(10) 4.51 -> 0.33 ms).
 * ``splash``: a thread per time step, in one kernel launch: a block per
-  chunk (or a few) of ``config.KALMAN_SPLASH_SUM_CHUNK`` steps adds its
+  chunk (or a few) of ``Tuning.kalman_splash_sum_chunk`` steps adds its
   chunk's terms in step order from shared memory, and only the chunk sums
   come back.  The host side was most of the cost (one long series of 10^6
   steps: 61 driver calls, 2.1 ms on an H100), so what does not change between
@@ -51,7 +51,6 @@ import numpy as np
 from numba import config as numba_config
 from numba import float32, float64, int8, njit
 
-from ... import config
 from ...models.ssm.kalman import make_kalman
 from ...models.ssm.plan import (
     LoglikOut,
@@ -64,6 +63,7 @@ from ...models.ssm.plan import (
 )
 from ...models.ssm.scan import element_size, make_scan, make_steady_scan
 from ...models.ssm.splash import make_splash
+from ...tuning import DEFAULT, Tuning
 from . import available, cuda  # numba.cuda, after the CUDA engine's shims
 
 __all__ = ["available", "exact", "scan", "splash", "to_device"]
@@ -77,8 +77,8 @@ def _device(fn):
     return cuda.jit(device=True, **_INLINE)(fn)
 
 
-def _grid(n: int) -> tuple[int, int]:
-    threads = config.KALMAN_CUDA_THREADS
+def _grid(n: int, threads: int) -> tuple[int, int]:
+    """Blocks and threads per block (``Tuning.kalman_cuda_threads``) for ``n`` threads."""
     return max(1, -(-n // threads)), threads
 
 
@@ -485,7 +485,7 @@ def _packed(*arrays) -> list:
 
 
 def exact(batch: SeriesBatch, shared: bool | None = None,
-          dev: DeviceBatch | None = None) -> LoglikOut:
+          dev: DeviceBatch | None = None, tuning: Tuning = DEFAULT) -> LoglikOut:
     """The sequential Kalman filter of every series, a thread per series.
 
     Parameters
@@ -495,6 +495,8 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
         As for :func:`bulkem.engines.cpu.kalman.exact`.
     dev : DeviceBatch, optional
         The batch already on the GPU (``to_device(batch)``).
+    tuning : Tuning, optional
+        Threads per block (``kalman_cuda_threads``) and the shared recursion's threshold.
 
     Notes
     -----
@@ -513,7 +515,8 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
     nobs = cuda.device_array(n, np.int64)
     fail_h = np.full(n, -1, dtype=np.int64)
     rest = np.ones(n, dtype=bool)
-    sel = shared_series(batch, shared, config.KALMAN_SHARED_GAINS_MIN_SERIES)
+    sel = shared_series(batch, shared, tuning.kalman_shared_gains_min_series)
+    threads = tuning.kalman_cuda_threads
     if len(sel):
         lengths = batch.lengths[sel]
         n_steps = int(lengths.max())
@@ -527,7 +530,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
         if len(sel):
             ints = cuda.to_device(np.stack([sel, batch.offsets[sel], lengths]))
             gains_d = cuda.to_device(gains)
-            p["exact_shared"][_grid(len(sel))](
+            p["exact_shared"][_grid(len(sel), threads)](
                 dev.y, ints[1], ints[2], 1, ints[0], dev.F[0], dev.H[0], dev.m0[0],
                 gains_d[:nw], gains_d[nw:], cuda.to_device(logdets), ll, nobs)
             rest[sel] = False
@@ -539,14 +542,15 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
         m = sub.n_series
         ll_r, nobs_r, fail_r = (cuda.device_array(m), cuda.device_array(m, np.int64),
                                 cuda.device_array(m, np.int64))
-        p["exact"][_grid(m)](*sub_dev.arrays, ll_r, nobs_r, fail_r)
+        p["exact"][_grid(m, threads)](*sub_dev.arrays, ll_r, nobs_r, fail_r)
         ll_h[rest], nobs_h[rest], fail_h[rest] = (
             ll_r.copy_to_host(), nobs_r.copy_to_host(), fail_r.copy_to_host())
     return LoglikOut(ll_h, nobs_h, fail_h)
 
 
 def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None,
-         dev: DeviceBatch | None = None, shared: bool | None = None) -> LoglikOut:
+         dev: DeviceBatch | None = None, shared: bool | None = None,
+         tuning: Tuning = DEFAULT) -> LoglikOut:
     """The exact filter by a blocked associative scan over time, a thread per chunk.
 
     Parameters
@@ -554,11 +558,11 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     batch : SeriesBatch
     chunk0 : int, optional
         Time steps per chunk at level 0 (default: at least
-        ``config.KALMAN_CUDA_SCAN_CHUNK0``, and about
-        ``config.KALMAN_CUDA_SCAN_TARGET_CHUNKS`` chunks in all).
+        ``tuning.kalman_cuda_scan_chunk0``, and about
+        ``tuning.kalman_cuda_scan_target_chunks`` chunks in all).
     chunk : int, optional
         Elements per chunk at the higher levels (default
-        ``config.KALMAN_CUDA_SCAN_CHUNK``).
+        ``tuning.kalman_cuda_scan_chunk``).
     dev : DeviceBatch, optional
         The batch already on the GPU (``to_device(batch)``); calls again with
         the same one (and the same chunks) reuse its plan: chunk tables,
@@ -566,8 +570,10 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     shared : bool, optional
         As for :func:`bulkem.engines.cpu.kalman.scan`: None runs the
         steady-state scan when the batch allows it (its level-0 chunks then at
-        least ``config.KALMAN_CUDA_STEADY_CHUNK0`` steps, ``config.
-        KALMAN_CUDA_STEADY_CHUNK`` elements per chunk above), False never.
+        least ``tuning.kalman_cuda_steady_chunk0`` steps,
+        ``tuning.kalman_cuda_steady_chunk`` elements per chunk above), False never.
+    tuning : Tuning, optional
+        The chunk sizes above, threads per block, the scan's warps.
 
     Returns
     -------
@@ -586,29 +592,31 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     dev = to_device(batch) if dev is None else dev
     st_key = ("steady", shared)  # the batch's steady-state gains, or None
     if st_key not in dev.scratch:
-        dev.scratch[st_key] = steady(batch, shared)
+        dev.scratch[st_key] = steady(batch, shared, tuning)
     st = dev.scratch[st_key]
     if st is not None:
         if chunk0 is None:
-            chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_STEADY_CHUNK0,
-                                config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
+            chunk0 = chunk0_for(batch.offsets[-1], tuning.kalman_cuda_steady_chunk0,
+                                tuning.kalman_cuda_scan_target_chunks)
         chunk0 = int(chunk0)
-        chunk = int(chunk or config.KALMAN_CUDA_STEADY_CHUNK)
-        key = ("steady_scan", threading.get_ident(), chunk0, chunk, config.KALMAN_CUDA_THREADS)
+        chunk = int(chunk or tuning.kalman_cuda_steady_chunk)
+        threads = tuning.kalman_cuda_threads
+        key = ("steady_scan", threading.get_ident(), chunk0, chunk, threads)
         plan = dev.scratch.get(key)
         if plan is None:
-            plan = dev.scratch[key] = _steady_plan(batch, dev, st, chunk0, chunk, reuse)
+            plan = dev.scratch[key] = _steady_plan(batch, dev, st, chunk0, chunk, reuse,
+                                                   threads)
     else:
         if chunk0 is None:
-            chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
-                                config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
-        chunk = int(chunk or config.KALMAN_CUDA_SCAN_CHUNK)
-        wpb = _scan_warps(batch.models, batch.y.dtype)
-        how = (wpb, config.KALMAN_CUDA_THREADS) if wpb else 0
-        key = ("scan", threading.get_ident(), int(chunk0), chunk, how)
+            chunk0 = chunk0_for(batch.offsets[-1], tuning.kalman_cuda_scan_chunk0,
+                                tuning.kalman_cuda_scan_target_chunks)
+        chunk = int(chunk or tuning.kalman_cuda_scan_chunk)
+        threads = tuning.kalman_cuda_threads
+        wpb = _scan_warps(batch.models, batch.y.dtype, tuning)
+        key = ("scan", threading.get_ident(), int(chunk0), chunk, wpb, threads)
         plan = dev.scratch.get(key)
         if plan is None:
-            plan = _scan_plan(batch, dev, int(chunk0), chunk, reuse, wpb)
+            plan = _scan_plan(batch, dev, int(chunk0), chunk, reuse, wpb, threads)
             dev.scratch[key] = plan
     for _, launch in plan.launches:
         launch()
@@ -645,25 +653,24 @@ class _ScanPlan(NamedTuple):
     kernels: dict  # the kernels by name (thread- or warp-per-chunk)
 
 
-def _scan_warps(md, dtype) -> int:
+def _scan_warps(md, dtype, tuning: Tuning) -> int:
     """Warps per block of the warp-per-chunk scan kernels for these models, or 0 for the
     thread-per-chunk kernels (few states, or too much shared memory per warp)."""
     from .scan_warp import warps_per_block
 
-    if md.nx < config.KALMAN_CUDA_SCAN_WARP_MIN_NX:
+    if md.nx < tuning.kalman_cuda_scan_warp_min_nx:
         return 0
-    return warps_per_block(md.nx, md.ny, dtype, config.KALMAN_CUDA_SCAN_WARPS)
+    return warps_per_block(md.nx, md.ny, dtype, tuning.kalman_cuda_scan_warps)
 
 
-def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int) -> dict:
+def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int, threads: int) -> dict:
     """The scan kernels of :mod:`bulkem.engines.cuda.scan_warp` (a warp per chunk above
     level 0, a thread per chunk at level 0), built once per process."""
     from . import scan_warp
 
-    key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, config.KALMAN_CUDA_THREADS)
+    key = ("warp", nx, ny, kind, np.dtype(dtype).name, wpb, threads)
     if key not in _compiled:
         steps, sc, _, _ = _math(nx, ny, kind, np.dtype(dtype).type)
-        threads = config.KALMAN_CUDA_THREADS
         tpb = scan_warp.level0_threads(nx, dtype, threads)
         tpb_f = scan_warp.final_threads(nx, dtype, threads)
         progs = dict(scan_warp.warp_programs(nx, dtype, wpb))
@@ -672,7 +679,8 @@ def _warp_programs(nx: int, ny: int, kind: int, dtype, wpb: int) -> dict:
     return _compiled[key]
 
 
-def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -> _ScanPlan:
+def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int,
+               threads: int) -> _ScanPlan:
     """Levels, chunk tables, buffers and prepared launches of the scan kernels for ``dev``.
 
     With ``wpb`` > 0 the warp-per-chunk kernels run (``wpb`` warps per block;
@@ -696,7 +704,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
     if wpb:
         from .scan_warp import WARP
 
-        w = _warp_programs(md.nx, md.ny, md.kind, dt, wpb)
+        w = _warp_programs(md.nx, md.ny, md.kind, dt, wpb, threads)
         kernels = dict(scan_up0=w["up0"], scan_up=w["up"], scan_down=w["down"],
                        scan_final=w["final"])
         level0 = {"scan_up0": w["tpb"], "scan_final": w["tpb_final"]}  # a thread per chunk
@@ -713,7 +721,7 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
         kernels = {k: w[k] for k in ("scan_up0", "scan_up", "scan_down", "scan_final")}
 
         def grid(n, name):
-            return _grid(n)
+            return _grid(n, threads)
 
         def shaped(a, fields, n):  # field by field
             return a.reshape(fields, n)
@@ -768,7 +776,8 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int = 0) -
     return _ScanPlan(starts, sums[:3], host_sums, tuple(launches), len(levels), kernels)
 
 
-def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanPlan:
+def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool,
+                 threads: int) -> _ScanPlan:
     """:func:`_scan_plan` for the steady-state scan (``kalman_cpu.steady``): elements
     and prefixes of ``nx`` values, field by field, and a matrix per level, each kind in
     one device array (see the kernels in :func:`_programs`)."""
@@ -796,7 +805,7 @@ def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanP
     launches = []
 
     def launch(name, n, *args):
-        launches.append((name, _launcher(w[name], _grid(n), (*args,), reuse)))
+        launches.append((name, _launcher(w[name], _grid(n, threads), (*args,), reuse)))
 
     for li, lev in enumerate(levels[:-1]):
         n = lev.n_chunks
@@ -815,7 +824,7 @@ def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool) -> _ScanP
 
 
 def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | None = None,
-           shared: bool | None = None) -> LoglikOut:
+           shared: bool | None = None, tuning: Tuning = DEFAULT) -> LoglikOut:
     """The paper's windowed approximation, a thread per time step, in one kernel launch.
 
     Parameters
@@ -832,17 +841,19 @@ def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | Non
         As for :func:`bulkem.engines.cpu.kalman.splash`; the shared covariance
         recursion of a window is computed on the host once per model, window
         and broad prior, and kept on the GPU (:func:`_device_gains`).
+    tuning : Tuning, optional
+        Threads per block and the steps per summed chunk (``kalman_splash_sum_chunk``).
 
     Notes
     -----
-    The step terms are added in chunks of ``config.KALMAN_SPLASH_SUM_CHUNK``
+    The step terms are added in chunks of ``tuning.kalman_splash_sum_chunk``
     steps on the GPU, then the chunks of each series on the host, in the
     order of the CPU engine: the same bits.  Only the chunk sums come back.
     """
-    chunk = int(config.KALMAN_SPLASH_SUM_CHUNK)
-    per_block = max(1, config.KALMAN_CUDA_THREADS // chunk)
+    chunk = int(tuning.kalman_splash_sum_chunk)
+    per_block = max(1, tuning.kalman_cuda_threads // chunk)
     if chunk * per_block > _MAX_THREADS:
-        raise ValueError(f"config.KALMAN_SPLASH_SUM_CHUNK = {chunk}; the CUDA engine adds a "
+        raise ValueError(f"Tuning.kalman_splash_sum_chunk = {chunk}; the CUDA engine adds a "
                          f"chunk in one block, so it must be at most {_MAX_THREADS}.")
     reuse = dev is not None
     dev = to_device(batch) if dev is None else dev

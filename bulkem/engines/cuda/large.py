@@ -20,7 +20,7 @@ taken in another order than on the CPU.
    last block to finish (atomic counter) runs the stopping rule, the M-step
    (one thread per component) and the next iteration's coefficients.  A
    done flag on the device makes later launches return at once, and the
-   host reads it every ``config.LARGE_CUDA_CHECK_EVERY`` iterations.
+   host reads it every ``Tuning.large_cuda_check_every`` iterations.
 
 The log densities of the linear form (``G Theta^T``) cancel where a
 component is sharp far from the origin (:mod:`.fused`); as the bulk pieces
@@ -41,18 +41,19 @@ import numba
 import numpy as np
 from numba import float32, float64, int64, njit, prange, uint64
 
-from ... import config
 from ...fitting.driver import make_stop
+from ...tuning import DEGENERATE_NONFINITE, WARP_SIZE
 from .compat import cuda, prepared_launch
 
 
-def plan(family, M: int, D: int, dtype) -> dict | None:
+def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
     """Sizes of the CUDA kernels for this model, or None if they do not fit.
 
     The family must have ``linear_logdens``.  The tile is the largest power
-    of two up to ``config.LARGE_CUDA_TILE`` whose shared arrays
+    of two up to ``tuning.large_cuda_tile`` whose shared arrays
     (coefficients, statistics vectors and responsibilities of a tile) fit
-    ``config.LARGE_CUDA_SHARED_BYTES``.
+    ``tuning.large_cuda_shared_bytes``.  The plan holds every number the kernels
+    compile in.
     """
     isz = np.dtype(dtype).itemsize
     nc = family.n_coef(M, D)
@@ -62,15 +63,16 @@ def plan(family, M: int, D: int, dtype) -> dict | None:
     s = ns // M
     gs = s if s % 2 else s + 1
     nsx = ns + 1
-    limit = config.LARGE_CUDA_SHARED_BYTES
-    if 8 * (nsx + config.LARGE_CUDA_REDUCE_THREADS + M) + 8 * (M + 1) > limit:
+    limit = tuning.large_cuda_shared_bytes
+    if 8 * (nsx + tuning.large_cuda_reduce_threads + M) + 8 * (M + 1) > limit:
         return None  # the reduction's last block holds every statistic
-    tile = config.LARGE_CUDA_TILE
+    tile = tuning.large_cuda_tile
     while tile >= 1:
         if isz * (nc + tile * (gs + M)) + 8 * tile <= limit:
-            return dict(tile=tile, threads=config.LARGE_CUDA_THREADS,
-                        reduce_cols=config.LARGE_CUDA_REDUCE_COLS,
-                        reduce_threads=config.LARGE_CUDA_REDUCE_THREADS)
+            return dict(tile=tile, threads=tuning.large_cuda_threads,
+                        reduce_cols=tuning.large_cuda_reduce_cols,
+                        reduce_threads=tuning.large_cuda_reduce_threads,
+                        tau=tuning.exact_rtol[np.dtype(dtype).name])
         tile //= 2
     return None
 
@@ -85,8 +87,8 @@ def _kernels(family, M, D, dtype, plan):
     return _cuda_kernels[key]
 
 
-def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads):
-    WARP = config.WARP_SIZE
+def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads, tau):
+    WARP = WARP_SIZE
     cdt = float32 if dtype == np.float32 else float64
     inline = {} if numba.config.ENABLE_CUDASIM else {"forceinline": True}
 
@@ -101,7 +103,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
     mstep_f = dev(family.mstep)
     stop_f = make_stop(dev)
     EPS4 = 4.0 * float(np.finfo(dtype).eps)  # rounding of the linear form: see fused.make_bound
-    TAU = config.EXACT_RTOL[dtype.name]
+    TAU = tau
 
     # Compile-time sizes; every shared or local array size is one named
     # constant.  Index arithmetic in the hot loops is unsigned (np.uint64
@@ -362,15 +364,15 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
 _host_coef: dict = {}
 
 
-def _grid_blocks(estep, dtype, threads: int) -> int:
-    """E-step blocks: ``config.LARGE_CUDA_BLOCKS_PER_SM`` per multiprocessor, or
-    as many as can be resident at once (one wave; each block walks its share of
+def _grid_blocks(estep, dtype, threads: int, per_sm: int | None) -> int:
+    """E-step blocks: ``per_sm`` (``Tuning.large_cuda_blocks_per_sm``) per multiprocessor,
+    or as many as can be resident at once (one wave; each block walks its share of
     tiles) when that is None."""
     if numba.config.ENABLE_CUDASIM:
-        return 2 * (config.LARGE_CUDA_BLOCKS_PER_SM or 1)
+        return 2 * (per_sm or 1)
     n_sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    if config.LARGE_CUDA_BLOCKS_PER_SM is not None:
-        return config.LARGE_CUDA_BLOCKS_PER_SM * n_sm
+    if per_sm is not None:
+        return per_sm * n_sm
     cdt = float32 if dtype == np.float32 else float64
     try:
         kernel = estep.compile((cdt[::1], int64, int64, int64, cdt[::1], float64[:, ::1],
@@ -393,7 +395,8 @@ class _CudaFits:
         fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
         (feat, self.stride), offsets, const = job.kernel_data()
         self.dtype = np.dtype(dtype)
-        self.plan = plan(fam, M, D, self.dtype)
+        tuning = self.tuning = job.tuning
+        self.plan = plan(fam, M, D, self.dtype, tuning)
         self.estep, self.reduce, self.nsx = _kernels(fam, M, D, self.dtype, self.plan)
         ecoef = _host_coef.get(fam.name)
         if ecoef is None:
@@ -401,9 +404,10 @@ class _CudaFits:
         self.ecoef = ecoef
         self.n_coef = fam.n_coef(M, D)
         self.tile, self.threads = self.plan["tile"], self.plan["threads"]
-        self.max_blocks = config.LARGE_CUDA_MAX_BLOCKS
+        self.max_blocks = tuning.large_cuda_max_blocks
         if self.max_blocks is None:
-            self.max_blocks = _grid_blocks(self.estep, self.dtype, self.threads)
+            self.max_blocks = _grid_blocks(self.estep, self.dtype, self.threads,
+                                           tuning.large_cuda_blocks_per_sm)
         self.n_red = -(-self.nsx // self.plan["reduce_cols"])
         self.stream = stream
         if feat64 is not None and self.dtype != np.float64:  # cast there: no second copy over
@@ -431,14 +435,17 @@ class _CudaFits:
         fstate = cuda.to_device(np.zeros(2, np.float64), stream=stream)
         istate_h = np.zeros(5, np.int64)
         fstate_h = np.zeros(2, np.float64)
-        every = max(1, config.LARGE_CUDA_CHECK_EVERY)
+        every = max(1, self.tuning.large_cuda_check_every)
+        prepared = self.tuning.cuda_prepared_launch
         with warnings.catch_warnings():  # the reduction's grid is small by design
             warnings.filterwarnings("ignore", message="Grid size")
             est = prepared_launch(self.estep[nb, self.threads, stream],
-                            (self.feat, self.stride, lo, hi, coef_g, self.part, istate))
+                                  (self.feat, self.stride, lo, hi, coef_g, self.part, istate),
+                                  prepared)
             red = prepared_launch(self.reduce[self.n_red, self.plan["reduce_threads"], stream],
-                            (self.part, nb, istate, fstate, self.stats, params_g, coef_g, tot_g,
-                             hi - lo, float(const), max_iter, tol, drop_rtol, reg))
+                                  (self.part, nb, istate, fstate, self.stats, params_g, coef_g,
+                                   tot_g, hi - lo, float(const), max_iter, tol, drop_rtol, reg),
+                                  prepared)
         stream.synchronize()
         t0 = time.perf_counter()
         for it in range(max_iter + 1):
@@ -477,7 +484,7 @@ def run_fits(job, progress) -> None:
     if narrow:
         fits[job.dtype.name] = _CudaFits(job, stream, job.dtype, feat64=fits["float64"].feat)
 
-    drop64 = config.DECREASE_RTOL["float64"]
+    drop64 = job.tuning.decrease_rtol["float64"]
     totals: dict = {}
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
@@ -488,7 +495,7 @@ def run_fits(job, progress) -> None:
         args = (lo, hi, tot, const[d])
         st, it, ll = fits[job.dtype.name].fit(
             *args, job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg)
-        if narrow and st >= config.DEGENERATE_NONFINITE:  # again in float64, from the start
+        if narrow and st >= DEGENERATE_NONFINITE:  # again in float64, from the start
             job.params[f] = job.init[f]
             st, it, ll = fits["float64"].fit(*args, job.params[f], job.max_iter, job.tol,
                                              drop64, job.reg)

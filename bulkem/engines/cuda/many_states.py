@@ -19,7 +19,7 @@ rule run on the device; the host reads one log-likelihood per iteration.
 
 Categorical emissions, float64 (a float32 request computes in float64
 here).  Sequences may have different lengths.  Chosen by
-:func:`use_many_states` (``config.HMM_MANY_STATES``).
+``engines.select.use_many_states`` (``Tuning.hmm_many_states``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ import math
 import numpy as np
 from numba import float64, int64
 
-from ... import config
+from ...tuning import (
+    CONVERGED,
+    DEGENERATE_COLLAPSE,
+    DEGENERATE_DECREASE,
+    DEGENERATE_NONFINITE,
+    MAX_ITER,
+    MIN_COMPONENT_MASS,
+)
 from .compat import Launcher, cuda
 
 TS = 16  # tile edge: a block is TS x TS threads
@@ -278,13 +285,13 @@ def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter,
         it = state[1]
         code = -1
         if not math.isfinite(tot):
-            code = config.DEGENERATE_NONFINITE
+            code = DEGENERATE_NONFINITE
         elif it > 0 and tot < fstate[0] - drop_rtol * abs(fstate[0]):
-            code = config.DEGENERATE_DECREASE
+            code = DEGENERATE_DECREASE
         elif it > 0 and abs(tot - fstate[0]) < tol:
-            code = config.CONVERGED
+            code = CONVERGED
         elif it == max_iter:
-            code = config.MAX_ITER
+            code = MAX_ITER
         dec[0] = code
         dec[1] = 0
     cuda.syncthreads()
@@ -318,7 +325,7 @@ def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter,
     if tid == 0:
         if dec[1]:
             state[0] = 1
-            state[2] = config.DEGENERATE_COLLAPSE
+            state[2] = DEGENERATE_COLLAPSE
         else:
             fstate[0] = fstate[1]
             state[1] += 1
@@ -420,7 +427,7 @@ class Pass:
         mstep = Launcher(_mstep[1, NT, st], (self.xi_sum, self.g_sum, self.ll, self.A, self.AT,
                                              self.B, self.start, self.V, self.M, self.N, state,
                                              fstate, max_iter, tol, drop_rtol,
-                                             config.MIN_COMPONENT_MASS, upd))
+                                             MIN_COMPONENT_MASS, upd))
 
         def iteration() -> None:
             self.forward()

@@ -8,9 +8,9 @@ device's free memory.  Within a chunk, datasets run largest first (long fits
 start early; neighbouring fits in a block cost about the same).
 The starts are drawn first, on every core, and the calling thread launches
 each GPU's first chunk itself.  Each GPU gets its share of
-``config.CUDA_HOST_THREADS`` host threads; each takes chunks from its
+``Tuning.cuda_host_threads`` host threads; each takes chunks from its
 device's queue, packs them (gathers their datasets and computes the
-features), and keeps ``config.CUDA_CHUNKS_IN_FLIGHT`` launched at once on
+features), and keeps ``Tuning.cuda_chunks_in_flight`` launched at once on
 streams of its own: the next chunk is packed and copied while the GPU runs
 the previous one.  Once the first chunks are launched, the calling thread
 builds the tables that need the starts only.
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import config
 from . import bulk
 from .compat import SIMULATED, cuda
 
@@ -153,18 +152,18 @@ def pack(job, chunk: Chunk) -> Chunk:
     return chunk
 
 
-def _devices() -> list[int]:
-    if config.CUDA_DEVICES is not None:
-        return list(config.CUDA_DEVICES)
+def _devices(tuning) -> list[int]:
+    if tuning.cuda_devices is not None:
+        return list(tuning.cuda_devices)
     return list(range(len(cuda.gpus)))
 
 
-def _budget(n_in_flight: int) -> int:
-    if config.CUDA_MEMORY_BUDGET is not None:
-        return int(config.CUDA_MEMORY_BUDGET)
+def _budget(n_in_flight: int, tuning) -> int:
+    if tuning.cuda_memory_budget is not None:
+        return int(tuning.cuda_memory_budget)
     free, _total = cuda.current_context().get_memory_info()
     free = min(free, 1 << 50)  # the simulator reports infinite memory
-    return int(free * config.CUDA_MEMORY_FRACTION / n_in_flight)
+    return int(free * tuning.cuda_memory_fraction / n_in_flight)
 
 
 def run_fits(job, progress, on_starts=None) -> None:
@@ -175,14 +174,15 @@ def run_fits(job, progress, on_starts=None) -> None:
     threads have launched their first chunks.
     """
     simulated = SIMULATED
-    devices = [0] if simulated else _devices()
+    tuning = job.tuning
+    devices = [0] if simulated else _devices(tuning)
     # The simulator cannot run two kernels at once: one stream, in this thread.
-    n_threads = 1 if simulated else max(1, config.CUDA_HOST_THREADS // len(devices))  # per GPU
+    n_threads = 1 if simulated else max(1, tuning.cuda_host_threads // len(devices))  # per GPU
     first, counts = _fit_ranges(job)
     lens = job.data.dataset_sizes()
     cost = lens * counts.astype(np.float64)
     order = np.arange(len(lens))
-    if config.CUDA_GROUP_BY_SIZE:
+    if tuning.cuda_group_by_size:
         order = order[np.argsort(-lens, kind="stable")]
     parts = balance(cost, order, len(devices))
     watching = progress.active
@@ -190,12 +190,12 @@ def run_fits(job, progress, on_starts=None) -> None:
     def chunks_of(part: np.ndarray) -> list[Chunk]:
         n_fits = int(counts[part].sum())
         n_chunks = min(len(part), max(
-            math.ceil(n_fits / config.CUDA_CHUNK_FITS),
-            min(n_threads * config.CUDA_CHUNKS_PER_STREAM, n_fits // config.CUDA_MIN_CHUNK_FITS),
+            math.ceil(n_fits / tuning.cuda_chunk_fits),
+            min(n_threads * tuning.cuda_chunks_per_stream, n_fits // tuning.cuda_min_chunk_fits),
         ))
-        budget = _budget(n_threads * config.CUDA_CHUNKS_IN_FLIGHT)
+        budget = _budget(n_threads * tuning.cuda_chunks_in_flight, tuning)
         return [c for group in balance(cost, part, max(n_chunks, 1))
-                for c in plan_chunks(job, group, budget, config.CUDA_CHUNK_FITS,
+                for c in plan_chunks(job, group, budget, tuning.cuda_chunk_fits,
                                      (first, counts))]
 
     lock = threading.Lock()
@@ -230,7 +230,7 @@ def run_fits(job, progress, on_starts=None) -> None:
         # prepares the next chunk while the GPU runs this one.
         try:
             with cuda.gpus[dev]:
-                streams = [cuda.stream() for _ in range(config.CUDA_CHUNKS_IN_FLIGHT)]
+                streams = [cuda.stream() for _ in range(tuning.cuda_chunks_in_flight)]
                 n = 0
                 while True:
                     started = None
@@ -256,7 +256,7 @@ def run_fits(job, progress, on_starts=None) -> None:
                 chunks = chunks_of(part)
             plans.append((dev, chunks, min(n_threads, len(chunks))))
     # on_starts waits until every host thread has launched its first chunks
-    first_launches = sum(min(n * config.CUDA_CHUNKS_IN_FLIGHT, len(c)) for _, c, n in plans)
+    first_launches = sum(min(n * tuning.cuda_chunks_in_flight, len(c)) for _, c, n in plans)
     job.draw_starts()
     threads = []
     try:

@@ -14,7 +14,7 @@ three small pieces of work with no host round trip:
    order; then one thread runs ``complete``, the stopping rule, the M-step
    and ``prepare`` for the next iteration, on the device.  A done flag makes
    later launches return at once; the host reads it every
-   ``config.WIDE_CUDA_CHECK_EVERY`` iterations.
+   ``Tuning.wide_cuda_check_every`` iterations.
 
 Balance: before the fit, the units are sorted longest first and dealt in
 rounds of ``T``, every other round in reverse (a snake deal), and stored in
@@ -38,15 +38,15 @@ import warnings
 import numpy as np
 from numba import float32, float64
 
-from ... import config
 from ...data import Ragged
 from ...fitting.driver import gave_up, make_stop
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
+from ...tuning import WARP_SIZE
 from .bulk import _APPROX32, _device, _group_sums
 from .compat import SIMULATED, cuda, prepared_launch, register_exit_hook
 
-_WARP = config.WARP_SIZE
+_WARP = WARP_SIZE
 
 
 @_device
@@ -119,24 +119,26 @@ def kernels(model, dtype):
     """``(init, estep, reduce, n_partials)`` of a model and compute dtype (compiled once).
 
     * ``init[1, 1](params, tot, coef, work, fstate)``: ``fstate[2] = prepare(...)``;
-    * ``estep[nb, WIDE_CUDA_THREADS](data, lo, hi, work, part, istate, buf, xc)``;
-    * ``reduce[1, WIDE_CUDA_REDUCE_THREADS](part, nb, istate, fstate, params, tot,
+    * ``estep[nb, wide_cuda_threads](data, lo, hi, work, part, istate, buf, xc)``;
+    * ``reduce[1, wide_cuda_reduce_threads](part, nb, istate, fstate, params, tot,
       coef, work, n, const, max_iter, tol, drop_rtol, reg)``.
 
     ``istate`` (int64): done flag, M-steps done, status; ``fstate`` (float64):
-    previous log-likelihood, log-likelihood, ``prepare``'s base term.
+    previous log-likelihood, log-likelihood, ``prepare``'s base term.  The sizes are the
+    model's ``tuning`` (``wide_cuda_*``), compiled in.
     """
     dtype = np.dtype(dtype)
-    NTH = config.WIDE_CUDA_THREADS
-    RT, RC = config.WIDE_CUDA_REDUCE_THREADS, config.WIDE_CUDA_REDUCE_COLS
-    regs = None if SIMULATED else config.WIDE_CUDA_MAX_REGISTERS
-    key = (model.key, dtype.name, NTH, RT, RC, regs)
+    tuning = model.tuning
+    NTH = tuning.wide_cuda_threads
+    RT, RC = tuning.wide_cuda_reduce_threads, tuning.wide_cuda_reduce_cols
+    regs = None if SIMULATED else tuning.wide_cuda_max_registers
+    key = (model.key, tuning.key("cuda"), dtype.name)
     if key in _kernels:
         return _kernels[key]
     register_exit_hook()
     if NTH % _WARP or RT % RC:
-        raise ValueError(f"config.WIDE_CUDA_THREADS = {NTH} must be a multiple of {_WARP} and "
-                         f"WIDE_CUDA_REDUCE_THREADS = {RT} a multiple of WIDE_CUDA_REDUCE_COLS "
+        raise ValueError(f"Tuning.wide_cuda_threads = {NTH} must be a multiple of {_WARP} and "
+                         f"wide_cuda_reduce_threads = {RT} a multiple of wide_cuda_reduce_cols "
                          f"= {RC}.")
     cdt = float32 if dtype == np.float32 else float64
     pieces = model.pieces(dtype.type, _TARGET)
@@ -244,17 +246,17 @@ def kernels(model, dtype):
     return _kernels[key]
 
 
-def _resident_blocks(estep, args) -> int:
-    """E-step blocks: ``config.WIDE_CUDA_BLOCKS_PER_SM`` per multiprocessor, or as many
+def _resident_blocks(estep, args, tuning) -> int:
+    """E-step blocks: ``tuning.wide_cuda_blocks_per_sm`` per multiprocessor, or as many
     as can be resident at once (one wave; each thread walks its share of units)."""
     if SIMULATED:
         return 2
     n_sm = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    if config.WIDE_CUDA_BLOCKS_PER_SM is not None:
-        return config.WIDE_CUDA_BLOCKS_PER_SM * n_sm
+    if tuning.wide_cuda_blocks_per_sm is not None:
+        return tuning.wide_cuda_blocks_per_sm * n_sm
     try:
         kernel = estep.compile(tuple(estep.typeof_pyval(a) for a in args))
-        return max(1, kernel.max_cooperative_grid_blocks(config.WIDE_CUDA_THREADS))
+        return max(1, kernel.max_cooperative_grid_blocks(tuning.wide_cuda_threads))
     except Exception:  # pragma: no cover - an occupancy query this numba-cuda lacks
         return 4 * n_sm
 
@@ -274,17 +276,19 @@ class _Device:
         n_units = int(data.groups[d + 1] - data.groups[d])
         lengths = np.diff(data.units[data.groups[d]:data.groups[d + 1] + 1])
         self.narrow = np.dtype(job.dtype) != np.float64
+        tuning = self.tuning = job.tuning
+        threads = tuning.wide_cuda_threads
         k = kernels(job.model, job.dtype)
         k64 = kernels(job.model, np.float64) if self.narrow else k
         rows = max(1, job.model.sizes().buf_per_len * int(lengths.max()))
         # grid: resident blocks, no more than the units need, the buffers within budget
         probe = self._probe_args(job, k[3])
-        nb = min(_resident_blocks(k[1], probe), -(-n_units // config.WIDE_CUDA_THREADS))
-        if config.WIDE_CUDA_MAX_BLOCKS is not None:
-            nb = min(nb, config.WIDE_CUDA_MAX_BLOCKS)
-        per_block = rows * 8 * config.WIDE_CUDA_THREADS
-        nb = max(1, min(nb, config.WIDE_CUDA_BUF_BYTES // per_block))
-        T = nb * config.WIDE_CUDA_THREADS
+        nb = min(_resident_blocks(k[1], probe, tuning), -(-n_units // threads))
+        if tuning.wide_cuda_max_blocks is not None:
+            nb = min(nb, tuning.wide_cuda_max_blocks)
+        per_block = rows * 8 * threads
+        nb = max(1, min(nb, tuning.wide_cuda_buf_bytes // per_block))
+        T = nb * threads
         order = deal(lengths, T)
         loads = thread_loads(lengths, order, T)
         self.imbalance = float(loads.max() / loads.mean()) if loads.mean() > 0 else 1.0
@@ -308,7 +312,7 @@ class _Device:
             from ..cpu.wide import runner
 
             setup = runner(job.model, np.float64)[0]
-            tot = setup(data64, 0, n_units, config.WIDE_CPU_CHUNK_UNITS)
+            tot = setup(data64, 0, n_units, tuning.wide_cpu_chunk_units)
             self.tot = cuda.to_device(tot, stream=stream)
 
     @staticmethod
@@ -326,15 +330,19 @@ def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, d
     """Launch the iterations of one fit until its done flag is set; the loop's wall time."""
 
     init, estep, reduce, _ = kern
+    tuning = job.tuning
+    prepared = tuning.cuda_prepared_launch
     with warnings.catch_warnings():  # the one-block kernels' grids are small by design
         warnings.filterwarnings("ignore", message="Grid size")
         init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate)
-        est = prepared_launch(estep[dev.nb, config.WIDE_CUDA_THREADS, stream],
-                        (data, 0, dev.n_units, work, dev.part, istate, dev.buf, EXP_CONSTS))
-        red = prepared_launch(reduce[1, config.WIDE_CUDA_REDUCE_THREADS, stream],
-                        (dev.part, dev.nb, istate, fstate, params_g, dev.tot, dev.coef, work,
-                         dev.n_units, const, job.max_iter, job.tol, drop_rtol, job.reg))
-    every = max(1, config.WIDE_CUDA_CHECK_EVERY)
+        est = prepared_launch(estep[dev.nb, tuning.wide_cuda_threads, stream],
+                              (data, 0, dev.n_units, work, dev.part, istate, dev.buf,
+                               EXP_CONSTS), prepared)
+        red = prepared_launch(reduce[1, tuning.wide_cuda_reduce_threads, stream],
+                              (dev.part, dev.nb, istate, fstate, params_g, dev.tot, dev.coef,
+                               work, dev.n_units, const, job.max_iter, job.tol, drop_rtol,
+                               job.reg), prepared)
+    every = max(1, tuning.wide_cuda_check_every)
     state = np.zeros(4, np.int64)
     stream.synchronize()
     t0 = time.perf_counter()
@@ -372,7 +380,8 @@ def run_fits(job, progress) -> None:
             istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
             fstate = cuda.to_device(np.zeros(3), stream=stream)
             more, state = _loop(job, dev, dev.k64, dev.data64, dev.work64, params_g, istate,
-                                fstate, stream, float(const[d]), config.DECREASE_RTOL["float64"])
+                                fstate, stream, float(const[d]),
+                                job.tuning.decrease_rtol["float64"])
             seconds += more
             iters += int(state[1]) + 1
         fs = fstate.copy_to_host(stream=stream)
@@ -397,8 +406,9 @@ def _evaluate64(dev, params_g, stream, const: float) -> float:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Grid size")
         init[1, 1, stream](params_g, dev.tot, dev.coef, dev.work64, fstate)
-    estep[dev.nb, config.WIDE_CUDA_THREADS, stream](dev.data64, 0, dev.n_units, dev.work64,
-                                                    dev.part, istate, dev.buf, EXP_CONSTS)
+    estep[dev.nb, dev.tuning.wide_cuda_threads, stream](dev.data64, 0, dev.n_units,
+                                                        dev.work64, dev.part, istate, dev.buf,
+                                                        EXP_CONSTS)
     part = dev.part.copy_to_host(stream=stream)
     fs = fstate.copy_to_host(stream=stream)
     stream.synchronize()

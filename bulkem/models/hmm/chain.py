@@ -27,7 +27,7 @@ data; the emission densities come shifted by their largest log value
 (``dens``'s ``m``).  Posterior probabilities are normalised per step by
 ``Z = sum_i alpha_t(i) beta_t(i)``.
 
-Sums over units are taken in fixed blocks of ``config.WIDE_CPU_CHUNK_UNITS``
+Sums over units are taken in fixed blocks of ``Tuning.wide_cpu_chunk_units``
 units from the dataset's first (a lane's, on the GPU): each block's
 statistics and log-likelihood are summed from zero, and the blocks' sums are
 added to the totals in block order.  The wide regime's CPU engine
@@ -49,8 +49,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import config
 from ...kernels.scaled import LN2, exponent, pow2
+from ...tuning import DEGENERATE_COLLAPSE, MIN_COMPONENT_MASS, PROB_RTOL
 from ..base import Pieces, Sizes
 
 
@@ -110,7 +110,7 @@ class ChainLayout(NamedTuple):
 
 
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
-               update: str = "ste") -> Pieces:
+               update: str = "ste", *, block_units: int) -> Pieces:
     """The driver pieces of a chain with this emission.
 
     Parameters
@@ -127,13 +127,16 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     update : str
         Which parameters the M-step updates: ``s`` startprob, ``t`` transmat,
         ``e`` the emission's.
+    block_units : int
+        Units per block of the sums over units (``Tuning.wide_cpu_chunk_units``: the wide
+        engine's chunk, so that both engines sum in the same order).
     """
     N, K = layout.N, layout.K
     PT, PE = layout.p_trans, layout.p_emit
     WX, WE = layout.w_exit, layout.w_emit
     SO, SE = layout.s_occ, layout.s_emit
     P = layout.s_part  # a block's statistics at stats[:P], the totals at stats[P:]
-    BLOCK = config.WIDE_CPU_CHUNK_UNITS  # units per block: the wide engine's chunk
+    BLOCK = block_units
     TERM = terminating
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
@@ -148,9 +151,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     ZERO = dtype(0.0)
     ONE = dtype(1.0)
     CAST = dtype  # the forward vectors come back from the float64 buffer in the compute dtype
-    MIN_MASS = config.MIN_COMPONENT_MASS
-    ONE_PLUS = 1.0 + config.PROB_RTOL
-    COLLAPSE = config.DEGENERATE_COLLAPSE
+    MIN_MASS = MIN_COMPONENT_MASS
+    ONE_PLUS = 1.0 + PROB_RTOL
+    COLLAPSE = DEGENERATE_COLLAPSE
 
     def setup(data, lo, hi, step, tot):
         pass

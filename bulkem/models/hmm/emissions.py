@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import config
+from ...tuning import DEGENERATE_COLLAPSE, DEGENERATE_PARAM, GAUSS_VAR_RTOL, LOG_2PI, PROB_RTOL
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _cat_prep(params, po, N, K, work, wo):
     ok = True
     for q in range(N * K):
         p = params[po + q]
-        ok = ok and p >= 0.0 and p <= 1.0 + config.PROB_RTOL  # (rounding in the M-step)
+        ok = ok and p >= 0.0 and p <= 1.0 + PROB_RTOL  # (rounding in the M-step)
         work[wo + q] = p
     return ok
 
@@ -112,7 +112,7 @@ CATEGORICAL = Emission("categorical", lambda K: K, lambda K: K, lambda K: K, lam
 def _gauss_prep(params, po, N, K, work, wo):
     ok = True
     for i in range(N):
-        c = -0.5 * K * config.LOG_2PI
+        c = -0.5 * K * LOG_2PI
         for d in range(K):
             mu = params[po + i * 2 * K + d]
             var = params[po + i * 2 * K + K + d]
@@ -158,9 +158,9 @@ def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
             mean2 = stats[b + K + d] / n
             var = mean2 - mean * mean + reg
             if not (math.isfinite(mean) and math.isfinite(var)):
-                return config.DEGENERATE_PARAM
-            if not var > config.GAUSS_VAR_RTOL * mean2:
-                return config.DEGENERATE_COLLAPSE  # no spread left, in float64 terms
+                return DEGENERATE_PARAM
+            if not var > GAUSS_VAR_RTOL * mean2:
+                return DEGENERATE_COLLAPSE  # no spread left, in float64 terms
             params[po + i * 2 * K + d] = mean
             params[po + i * 2 * K + K + d] = var
     return 0
@@ -244,7 +244,7 @@ def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
         lam = stats[so + i] / occ[oo + i]
         if not (lam > 0.0 and math.isfinite(lam)):
-            return config.DEGENERATE_PARAM
+            return DEGENERATE_PARAM
         params[po + i] = lam
     return 0
 

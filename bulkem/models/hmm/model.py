@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ... import config
 from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
+from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
 from ..base import Pieces, Sizes
 from . import draws
 from .chain import ChainLayout, make_chain
@@ -48,9 +48,16 @@ class HMMModel:
     K: int = 1
     update: str = "ste"
     own_alphabet: bool = False
+    tuning: Tuning = DEFAULT
 
     name = "hmm"
     component_label = "state"
+    # what the chain's and the emissions' M-steps mean by a degenerate status
+    status_reasons = {
+        DEGENERATE_COLLAPSE: "a state collapsed (no mass left, or zero spread)",
+        DEGENERATE_PARAM: "an emission parameter became invalid (non-finite, a negative "
+                          "variance or a probability above 1)",
+    }
     terminating = False
     # The items the lanes split are the data's units (sequences): the wide
     # engine (bulkem.engines.wide) may deal them to threads in any order.
@@ -63,9 +70,8 @@ class HMMModel:
 
     @property
     def key(self) -> tuple:
-        # the chain's block of units (config.WIDE_CPU_CHUNK_UNITS) is compiled into its E-step
         return (self.name, self.emission.name, self.n_states, self.K, self.update,
-                self.terminating, config.WIDE_CPU_CHUNK_UNITS)
+                self.terminating, self.tuning.key())
 
     @property
     def n_components(self) -> int:
@@ -110,7 +116,7 @@ class HMMModel:
 
     def pieces(self, dtype, target) -> Pieces:
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
-                          self.update)
+                          self.update, block_units=self.tuning.wide_cpu_chunk_units)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""

@@ -18,7 +18,7 @@ The families' log densities are linear in their sufficient statistics
 * that last term is taken relative to the largest ``v``, so each sum ``s``
   lies in ``[1, M]``: no exp can overflow, and the ``s`` of a block of
   observations are multiplied into one product whose log is taken once per
-  block (``config.ESTEP_BLOCK_OBS``), instead of one log per observation.
+  block (``Tuning.estep_block_obs``), instead of one log per observation.
 
 With two components an observation then costs one exp and one reciprocal.
 With ``dtype=float32`` the per-observation math and each block's partial
@@ -47,7 +47,7 @@ The one-large-dataset regime (:mod:`bulkem.engines.large`), which
 spreads one fit's pass over many threads, runs the same pieces.
 
 On the CPU the passes take a lane's observations a tile at a time
-(``config.CPU_TILE_OBS``, :func:`_make_tiled`): the per-observation work
+(``Tuning.cpu_tile_obs``, :func:`_make_tiled`): the per-observation work
 of a whole tile in loops that the compiler vectorises across observations,
 each observation's operations and the order of the sums unchanged, so the
 bits are the same as one observation at a time.
@@ -60,7 +60,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import config
 from ...kernels.fastmath import make_math
 from ...kernels.target import kernel
 
@@ -77,16 +76,16 @@ class Pass(NamedTuple):
     block: int  # observations per block of a lane
 
 
-def _block_obs(dtype, n_components: int) -> int:
-    """Observations per lane whose sums ``s <= M`` can be multiplied without overflow."""
-    block = config.ESTEP_BLOCK_OBS[np.dtype(dtype).name]
+def _block_obs(dtype, n_components: int, block: int) -> int:
+    """``block`` observations per lane, fewer where their sums ``s <= M`` could not be
+    multiplied without overflow."""
     if n_components > 1:
         block = min(block, int(math.log(np.finfo(dtype).max) / math.log(n_components)) - 1)
     return max(block, 1)
 
 
 def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0,
-              by_stat: bool = False) -> Pass:
+              by_stat: bool = False, *, block_obs: int) -> Pass:
     """Build the E-step pieces of the driver.
 
     Parameters
@@ -151,7 +150,7 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
     exp_neg, recip = make_math(dtype, jit, approx)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
-    BLOCK = np.uint64(_block_obs(dtype, M))
+    BLOCK = np.uint64(_block_obs(dtype, M, block_obs))
     # The first component the pass sums.  float64 sums every component; with
     # float32, component 0 is the totals minus the others (its float32 sums
     # would carry more rounding than that subtraction).  In float64 the
@@ -490,7 +489,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
 
 
 def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, first: int,
-                 by_stat: bool = False):
+                 by_stat: bool = False, *, wave: int):
     """A pass over one lane's observations, its blocks computed in parallel (CPU).
 
     ``run(cf, feat, stride, lo, hi, stats, xc) -> ll`` gives the bits of
@@ -499,7 +498,7 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     its own, in a ``prange`` loop, then added in block order, as the one lane
     adds them.  For the one-large-dataset regime on the CPU.
 
-    The blocks go in waves of ``config.CPU_WIDE_WAVE_BLOCKS``: a wave's
+    The blocks go in waves of ``wave`` (``Tuning.cpu_wide_wave_blocks``): a wave's
     blocks in parallel, each into its own row (in the compute dtype, in which
     a block's sums are taken: a row starting at 0 holds them exactly), then
     the rows added to ``stats`` in block order, the statistics shared out
@@ -520,7 +519,7 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     K0 = 0 if by_stat else first * S  # rows: the entries the pass writes (or zeros)
     BY_STAT = by_stat
     cdt = dtype
-    WAVE = max(1, config.CPU_WIDE_WAVE_BLOCKS)
+    WAVE = max(1, wave)
     KCH = 64  # statistics per task of the merge
 
     @kernel(parallel=True)

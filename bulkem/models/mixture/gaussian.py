@@ -39,9 +39,9 @@ The M-step is scikit-learn's for ``covariance_type="diag"``
 so that fits from the same starting values agree with scikit-learn's
 ``GaussianMixture(covariance_type="diag")``.  ``reg_covar`` floors the
 variances so that a component cannot shrink onto a single point.  A
-component left with (almost) no mass (``config.MIN_COMPONENT_MASS``), or
+component left with (almost) no mass (``MIN_COMPONENT_MASS``), or
 whose variance in some dimension is no longer distinguishable from zero in
-float64 (below ``config.GAUSS_VAR_RTOL`` times the mean square: possible
+float64 (below ``GAUSS_VAR_RTOL`` times the mean square: possible
 when ``reg_covar`` is 0 or tiny for the data's scale), ends the start as
 degenerate.
 """
@@ -53,8 +53,14 @@ import math
 import numpy as np
 from numba import njit
 
-from ... import config
 from ...data import basic_problems
+from ...tuning import (
+    DEGENERATE_COLLAPSE,
+    DEGENERATE_PARAM,
+    GAUSS_VAR_RTOL,
+    LOG_2PI,
+    MIN_COMPONENT_MASS,
+)
 from .family import Family
 
 _EPS10 = 10.0 * float(np.finfo(np.float64).eps)  # scikit-learn's guard on n_k
@@ -237,8 +243,8 @@ def mstep(stats, params, M, D, n, reg):
     for m in range(M):
         b = P * m
         s0 = stats[b]
-        if not s0 >= config.MIN_COMPONENT_MASS:
-            return config.DEGENERATE_COLLAPSE
+        if not s0 >= MIN_COMPONENT_MASS:
+            return DEGENERATE_COLLAPSE
         nk = s0 + _EPS10
         params[b] = s0 / n
         for d in range(D):
@@ -246,9 +252,9 @@ def mstep(stats, params, M, D, n, reg):
             mean2 = stats[b + 1 + D + d] / nk
             var = mean2 - mean * mean + reg
             if not (math.isfinite(mean) and math.isfinite(var)):
-                return config.DEGENERATE_PARAM
-            if not var > config.GAUSS_VAR_RTOL * mean2:
-                return config.DEGENERATE_COLLAPSE  # no spread left, in float64 terms
+                return DEGENERATE_PARAM
+            if not var > GAUSS_VAR_RTOL * mean2:
+                return DEGENERATE_COLLAPSE  # no spread left, in float64 terms
             params[b + 1 + d] = mean
             params[b + 1 + D + d] = var
     return 0
@@ -353,7 +359,7 @@ def features(values: np.ndarray) -> np.ndarray:
 
 
 def obs_const(values: np.ndarray) -> np.ndarray:
-    return np.full(len(values), -0.5 * values.shape[1] * config.LOG_2PI)
+    return np.full(len(values), -0.5 * values.shape[1] * LOG_2PI)
 
 
 def _split(params: np.ndarray, n_components: int):
@@ -373,7 +379,7 @@ def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     w, mu, var = _split(params, n_components)
     x = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        base = np.log(w) - 0.5 * np.sum(np.log(var) + config.LOG_2PI, axis=1)
+        base = np.log(w) - 0.5 * np.sum(np.log(var) + LOG_2PI, axis=1)
         base = np.broadcast_to(base, (len(x), n_components))
         diff = x[:, None, :] - mu[None]
         lz = np.log(np.abs(diff)) - 0.5 * np.log(var)[None]  # log |z|

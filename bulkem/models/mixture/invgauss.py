@@ -30,8 +30,14 @@ import math
 import numpy as np
 from numba import njit
 
-from ... import config
 from ...data import basic_problems
+from ...tuning import (
+    DEGENERATE_COLLAPSE,
+    DEGENERATE_PARAM,
+    LOG_2PI,
+    MAX_IG_SHAPE,
+    MIN_COMPONENT_MASS,
+)
 from .family import Family
 
 _P = 3  # parameters per component: weight, mu, lambda
@@ -98,15 +104,15 @@ def mstep(stats, params, M, D, n, reg):
         s0 = stats[_P * m]
         s1 = stats[_P * m + 1]
         s2 = stats[_P * m + 2]
-        if not s0 >= config.MIN_COMPONENT_MASS:
-            return config.DEGENERATE_COLLAPSE
+        if not s0 >= MIN_COMPONENT_MASS:
+            return DEGENERATE_COLLAPSE
         mu_old = params[_P * m + 1]
         denom = s1 / (mu_old * mu_old) - 2.0 * s0 / mu_old + s2
         mu = s1 / s0
         if not (mu > 0.0 and math.isfinite(mu) and math.isfinite(denom)):
-            return config.DEGENERATE_PARAM
-        if not denom * config.MAX_IG_SHAPE > s0 / mu:
-            return config.DEGENERATE_COLLAPSE  # shape lambda/mu beyond MAX_IG_SHAPE
+            return DEGENERATE_PARAM
+        if not denom * MAX_IG_SHAPE > s0 / mu:
+            return DEGENERATE_COLLAPSE  # shape lambda/mu beyond MAX_IG_SHAPE
         params[_P * m] = s0 / n
         params[_P * m + 1] = mu
         params[_P * m + 2] = s0 / denom
@@ -147,7 +153,7 @@ def features(values: np.ndarray) -> np.ndarray:
 
 
 def obs_const(values: np.ndarray) -> np.ndarray:
-    return -0.5 * config.LOG_2PI - 1.5 * np.log(values)
+    return -0.5 * LOG_2PI - 1.5 * np.log(values)
 
 
 def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
@@ -161,7 +167,7 @@ def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     p = np.asarray(params, dtype=np.float64).reshape(n_components, _P)
     w, mu, lam = p[:, 0], p[:, 1], p[:, 2]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        base = np.log(w) + 0.5 * (np.log(lam) - config.LOG_2PI) - 1.5 * np.log(x)
+        base = np.log(w) + 0.5 * (np.log(lam) - LOG_2PI) - 1.5 * np.log(x)
         a = (x - mu) / mu
         q = 0.5 * lam * a * (a / x)
         logq = np.log(q)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit, prange
 
-from ... import config
 from ...data import Packed, pack
 from ...fitting import starts
+from ...tuning import DEFAULT, Tuning
 from ..base import Pieces, Sizes
 from .fused import make_blocked, make_bound, make_pass
 
@@ -45,6 +45,7 @@ class MixtureModel:
     family: Family
     n_components: int
     n_dims: int = 1
+    tuning: Tuning = DEFAULT
 
     @property
     def name(self) -> str:
@@ -52,12 +53,9 @@ class MixtureModel:
 
     @property
     def key(self) -> tuple:
-        """What the compiled code depends on (for compile caches), the settings it bakes in
-        included (a test that patches one gets kernels built with it)."""
-        return ("mixture", self.family.name, self.n_components, self.n_dims,
-                tuple(sorted(config.ESTEP_BLOCK_OBS.items())), config.CPU_TILE_OBS,
-                config.CPU_WIDE_WAVE_BLOCKS, tuple(sorted(config.EXACT_RTOL.items())),
-                config.MIN_COMPONENT_MASS, config.GAUSS_VAR_RTOL)
+        """What the compiled code depends on (for compile caches): the model and the
+        tuning compiled into kernels."""
+        return ("mixture", self.family.name, self.n_components, self.n_dims, self.tuning.key())
 
     component_label = "component"  # the components table's numbering column
 
@@ -112,7 +110,8 @@ class MixtureModel:
             Per-dataset sum of the family's shared log-density term.
         """
         values, offsets = data.values, data.value_offsets
-        feat = _contiguous(self.family.features(values)).reshape(-1)
+        feat = _contiguous(self.family.features(values),
+                           self.tuning.parallel_transpose_min).reshape(-1)
         const = segment_sums(self.family.obs_const(values), offsets)
         return (feat, len(values)), offsets, const
 
@@ -122,10 +121,15 @@ class MixtureModel:
                    user: np.ndarray | None) -> starts.StartPlan:
         """How the random starts of a batch are drawn (a ``fitting.starts.StartPlan``)."""
         fam, M, values, offsets = self.family, self.n_components, data.values, data.value_offsets
-        fn = starts.kmeanspp_starts if method == "kmeans++" else starts.subset_starts
+        tun = self.tuning
 
         def draw(fit_ds, fit_start, out):
-            return fn(fam, M, values, offsets, fit_ds, fit_start, keys, seed, out)
+            if method == "kmeans++":
+                return starts.kmeanspp_starts(fam, M, values, offsets, fit_ds, fit_start, keys,
+                                              seed, out, tun.kmeans_sample_obs,
+                                              tun.kmeans_sample_per_component)
+            return starts.subset_starts(fam, M, values, offsets, fit_ds, fit_start, keys, seed,
+                                        out)
 
         return starts.StartPlan(draw, user)
 
@@ -199,7 +203,7 @@ class MixtureModel:
 
         ``prepare`` picks the pass of each iteration: the linear one where
         :func:`~.fused.make_bound` (times eps) is at most
-        ``config.EXACT_RTOL`` of the previous E-step's |log-likelihood|
+        ``tuning.exact_rtol`` of the previous E-step's |log-likelihood|
         (less the constant), the exact one otherwise and at the first E-step
         of these pieces for a fit (a flag per dtype in ``tot``).  A choice
         made from the fit's own numbers only, so every engine makes the same.
@@ -215,10 +219,12 @@ class MixtureModel:
         fam, M, D = self.family, self.n_components, self.n_dims
         jit = target.jit
         approx = target.approx32 if dtype == np.float32 else None
-        tile = 0 if target.name == "cuda" else config.CPU_TILE_OBS
+        tile = 0 if target.name == "cuda" else self.tuning.cpu_tile_obs
         wide = target.name == "cpu-wide"
         by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
-        ps = make_pass(fam, M, D, dtype, jit, approx, tile, by_stat)
+        tun = self.tuning
+        ps = make_pass(fam, M, D, dtype, jit, approx, tile, by_stat,
+                       block_obs=tun.estep_block_obs[np.dtype(dtype).name])
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
@@ -234,10 +240,11 @@ class MixtureModel:
         FLAG = S + (0 if dtype == np.float64 else 1)  # tot[FLAG]: E-steps done before
         SCALE = S + (2 if dtype == np.float64 else 3)  # tot[SCALE]: the base, then |ll|
         EPS = float(np.finfo(dtype).eps)
-        TAU = config.EXACT_RTOL[np.dtype(dtype).name]
+        TAU = self.tuning.exact_rtol[np.dtype(dtype).name]
         if wide:
-            fast_f = make_blocked(ps.estep, NS, M, dtype, ps.block, first, by_stat)
-            exact_f = make_blocked(ps.exact, NS, M, dtype, ps.block, first, by_stat)
+            wave = tun.cpu_wide_wave_blocks
+            fast_f = make_blocked(ps.estep, NS, M, dtype, ps.block, first, by_stat, wave=wave)
+            exact_f = make_blocked(ps.exact, NS, M, dtype, ps.block, first, by_stat, wave=wave)
 
             def run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc):
                 return fast_f(work[:NC], feat, stride, lo, hi, stats, xc)
@@ -339,15 +346,16 @@ def _init_blocks(init: Mapping, shapes: dict) -> list[np.ndarray]:
     return blocks
 
 
-def _contiguous(feat: np.ndarray) -> np.ndarray:
-    """``np.ascontiguousarray(feat)``; a large transposed view copied on every core.
+def _contiguous(feat: np.ndarray, parallel_min: int) -> np.ndarray:
+    """``np.ascontiguousarray(feat)``; a transposed view of ``parallel_min`` values or more
+    copied on every core.
 
     (The vector families' features are the data transposed: one thread took
     61 ms for 230,400 x 32 values, the largest host cost of a one-large-dataset
     GPU fit.)
     """
     if feat.ndim == 2 and not feat.flags.c_contiguous and feat.T.flags.c_contiguous \
-            and feat.size >= config.PARALLEL_TRANSPOSE_MIN:
+            and feat.size >= parallel_min:
         return _transpose(feat.T)
     return np.ascontiguousarray(feat)
 

@@ -34,7 +34,7 @@ M-step (float64, closed form):
   gradient of the expected log-likelihood, scaled by ``state_var C11^{-1}``,
   so its fixed points are the likelihood's stationary points), halved
   towards the old ``phi`` until it is stationary and raises the expected
-  complete-data log-likelihood (at most ``config.SSM_AR_MAX_HALVINGS``
+  complete-data log-likelihood (at most ``Tuning.ssm_ar_max_halvings``
   times; else ``phi`` stays).  Then ``state_var`` maximises it exactly given
   ``phi``.  Every step raises the expected log-likelihood, so the
   likelihood never falls (a generalised EM), and fits stay stationary.
@@ -60,7 +60,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import config
+from ...tuning import DEGENERATE_PARAM
 from ..base import Pieces, Sizes
 from .kalman import make_kalman
 from .statespace import COMPANION, DENSE, IDENTITY
@@ -334,7 +334,8 @@ def ms_offsets(P: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None) -> Pieces:
+def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
+                max_halvings: int) -> Pieces:
     """The driver pieces of an AR(p)-plus-noise or local-level model.
 
     Parameters
@@ -365,8 +366,8 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None) -> Pieces:
     SS11 = SC11 + PP
     N1 = P + 1
     CA, CPIV, CGAM, CSD = 0, N1 * N1, N1 * N1 + N1, N1 * N1 + 2 * N1
-    MAX_HALVINGS = config.SSM_AR_MAX_HALVINGS
-    BAD = config.DEGENERATE_PARAM
+    MAX_HALVINGS = max_halvings
+    BAD = DEGENERATE_PARAM
     steps = make_kalman(P, 1, layout.kind, np.float64, jit, outer)
     is_missing, predict, update = steps.is_missing, steps.predict, steps.update
     set_prior, smooth_step = steps.set_prior, steps.smooth_step

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ... import config
 from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
+from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
 from ..base import Pieces, Sizes
 from . import draws
 from .em import AR, LOCAL_LEVEL, EMLayout, make_pieces
@@ -82,8 +82,12 @@ class SSMModel:
 
     family: str
     order: int = 1
+    tuning: Tuning = DEFAULT
 
     component_label = "parameter"
+    status_reasons = {
+        DEGENERATE_PARAM: "a variance became non-positive or non-finite",
+    }
     dtypes = ("float64",)
 
     @property
@@ -96,7 +100,7 @@ class SSMModel:
 
     @property
     def key(self) -> tuple:
-        return ("ssm", self.family, self.order)
+        return ("ssm", self.family, self.order, self.tuning.key())
 
     @property
     def names(self) -> list[str]:
@@ -122,7 +126,7 @@ class SSMModel:
     @property
     def cuda_lanes(self) -> dict:
         """Lanes per fit on the GPU, by ``tol > 0`` (read by the bulk CUDA kernel)."""
-        return config.CUDA_LANES_PER_FIT_SERIES
+        return self.tuning.cuda_lanes_per_fit_series
 
     init_methods = ("random",)
     default_init = "random"
@@ -133,7 +137,8 @@ class SSMModel:
     def pieces(self, dtype, target) -> Pieces:
         # CPU: the big pieces compiled once each, not inlined (compile time; see make_pieces)
         outer = njit(error_model="numpy") if target.name == "cpu" else None
-        return make_pieces(self.layout, dtype, target.jit, outer)
+        return make_pieces(self.layout, dtype, target.jit, outer,
+                           max_halvings=self.tuning.ssm_ar_max_halvings)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per value's share of the offsets."""

@@ -6,7 +6,7 @@
   branch starts with the exit probability ``1/Kbar``;
 * ``lambda_i = r_i / Tbar`` (``Tbar`` the mean inter-arrival time), scaled
   down by ``60 / (x_max lambda_max)`` when ``x_max lambda_max > 60``
-  (``config.TMAP_START_MAX_RATE_X``, the paper's margin from float32's
+  (``START_MAX_RATE_X``, the paper's margin from float32's
   ``exp`` underflow; the engines work in log space and do not need it, but
   the starts are the paper's).
 
@@ -23,9 +23,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ... import config
 from ...fitting.starts import dataset_keys, seed_key, uniform
 
+# Random starts (the paper's section 4.1): rates are scaled down so that x_max * lambda_max
+# is at most this (the paper's margin from float32's exp underflow at about 88).
+START_MAX_RATE_X = 60.0
 
 def trace_keys(units: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """A 64-bit key per trace, hashed from its run lengths ``(n_traces,)``."""
@@ -80,4 +82,4 @@ def draw(orders: tuple[int, ...], data, seed: int, fit_ds: np.ndarray, fit_start
     xmax = np.maximum.reduceat(x, starts) if len(x) else np.zeros(len(starts))
     keys = trace_keys(data.units, groups)
     _draw(fit_ds, fit_start, keys, seed_key(seed), np.asarray(orders, np.float64),
-          n_values / n_runs, sums / n_values, xmax, config.TMAP_START_MAX_RATE_X, out)
+          n_values / n_runs, sums / n_values, xmax, START_MAX_RATE_X, out)

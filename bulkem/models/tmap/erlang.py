@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ... import config
+from ...tuning import DEGENERATE_PARAM
 from ..hmm.emissions import Emission
 
 
@@ -44,7 +44,7 @@ def erlang(orders: tuple[int, ...]) -> Emission:
     """
     R = tuple(float(r) for r in orders)
     LG = tuple(math.lgamma(r) for r in orders)  # log((r - 1)!)
-    PARAM = config.DEGENERATE_PARAM
+    PARAM = DEGENERATE_PARAM
 
     def prep(params, po, N, K, work, wo):
         ok = True

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ... import config
 from ...data import Packed, Ragged
 from ...data.units import UnitArrays
 from ...fitting import starts
+from ...tuning import DEGENERATE_COLLAPSE, DEGENERATE_PARAM
 from ..hmm.model import HMMModel
 from . import draws
 from .erlang import erlang
@@ -97,6 +97,11 @@ class TMAPModel(HMMModel):
 
     name = "tmap"
     component_label = "branch"
+    status_reasons = {
+        DEGENERATE_COLLAPSE: "a branch collapsed (no mass left)",
+        DEGENERATE_PARAM: "a rate became non-positive or non-finite, or a probability left "
+                          "[0, 1]",
+    }
     terminating = True
 
     @classmethod
@@ -108,8 +113,7 @@ class TMAPModel(HMMModel):
 
     @property
     def key(self) -> tuple:
-        # the chain's block of units (config.WIDE_CPU_CHUNK_UNITS) is compiled into its E-step
-        return (self.name, self.orders, config.WIDE_CPU_CHUNK_UNITS)
+        return (self.name, self.orders, self.tuning.key())
 
     @property
     def n_free(self) -> int:
