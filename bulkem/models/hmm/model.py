@@ -11,6 +11,7 @@ import pandas as pd
 from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
+from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
 from ..base import Pieces, Sizes
 from . import draws
@@ -115,8 +116,11 @@ class HMMModel:
         return self.layout.sizes()
 
     def pieces(self, dtype, target) -> Pieces:
+        # CPU: the E-step and M-step compiled once each, not inlined (see make_chain)
+        outer = kernel() if target.name == "cpu" else None
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
-                          self.update, block_units=self.tuning.wide_cpu_chunk_units)
+                          self.update, block_units=self.tuning.wide_cpu_chunk_units,
+                          jit_outer=outer)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""
