@@ -24,11 +24,13 @@ folder when those are read-only).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import os
 from pathlib import Path
 
+from numba import config as numba_config
 from numba import njit
 from numba.core.bytecode import FunctionIdentity
 from numba.core.caching import FunctionCache
@@ -77,11 +79,31 @@ class _KeyedCache(FunctionCache):
         self._bulkem_key = key
 
     def _index_key(self, sig, codegen):
-        return (sig, codegen.magic_tuple(), self._bulkem_key)
+        # numba's optimisation level too: kernels compiled with NUMBA_OPT=0 (the test
+        # command's, for compile time) are never loaded by a run at the default level
+        return (sig, codegen.magic_tuple(), numba_config.OPT, self._bulkem_key)
 
 
 def enabled() -> bool:
     return os.environ.get("BULKEM_NO_CACHE", "") not in ("1", "true", "yes")
+
+
+_compiled_log: list = []  # (name, key) of every kernel compiled here, with BULKEM_COMPILE_LOG
+
+
+def _log_compiles() -> None:
+    """With ``BULKEM_COMPILE_LOG=FILE``: append the kernels this process compiled (not
+    loaded from the disk cache) to FILE at exit, a line each (a test-time diagnostic)."""
+    path = os.environ.get("BULKEM_COMPILE_LOG")
+    lines = [f"{name} {key}" for name, key, disp in _compiled_log
+             if sum(disp.stats.cache_misses.values())]
+    if path and lines:
+        with open(path, "a") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+
+
+if os.environ.get("BULKEM_COMPILE_LOG"):
+    atexit.register(_log_compiles)
 
 
 def njit_cached(key: tuple, **options):
@@ -103,6 +125,8 @@ def njit_cached(key: tuple, **options):
                 disp._cache = _KeyedCache(py_func, hashlib.sha256(full.encode()).hexdigest())
             except RuntimeError:  # pragma: no cover - no writable cache location
                 pass
+        if os.environ.get("BULKEM_COMPILE_LOG"):
+            _compiled_log.append((py_func.__qualname__, repr(key)[:300], disp))
         return disp
 
     return wrap
