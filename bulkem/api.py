@@ -301,7 +301,7 @@ def fit(
         seed = _check_int("seed", seed, 0, 2**64 - 1)  # (the starts use it modulo 2^64)
     pairs = fam.read(datasets, dataset_col, value_col, options)
     model = dataclasses.replace(fam.model(pairs, M, options), tuning=tuning)
-    if dtype not in getattr(model, "dtypes", DTYPES):
+    if dtype not in model.dtypes:
         raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
                          f"one of {list(model.dtypes)}.")
     if init_method is None:

@@ -46,7 +46,7 @@ def _few_big_fits(job, engine: str, sizes: np.ndarray, min_size: int, max_fits_c
 def use_many_states(job, engine: str) -> bool:
     """An HMM on the GPU with more than ``tuning.hmm_many_states`` states."""
     m, tuning = job.model, job.tuning
-    if engine != "cuda" or getattr(m, "name", None) != "hmm":
+    if engine != "cuda" or m.name != "hmm":
         return False
     if tuning.strategy not in (None, "many_states"):
         return False
@@ -86,7 +86,7 @@ def use_wide(job, engine: str) -> bool:
     """A few fits of a model of units (``unit_items``), each dataset of at least
     ``tuning.wide_min_units`` units."""
     tuning = job.tuning
-    if not getattr(job.model, "unit_items", False) or tuning.strategy not in (None, "wide"):
+    if not job.model.unit_items or tuning.strategy not in (None, "wide"):
         return False
     return tuning.strategy == "wide" or _few_big_fits(
         job, engine, np.diff(job.data.groups), tuning.wide_min_units, tuning.wide_max_fits_cuda)

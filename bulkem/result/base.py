@@ -46,7 +46,7 @@ STATUS_MESSAGES = {
 
 def status_messages(model) -> dict:
     """The reason text of each status code for this model's fits."""
-    return {**STATUS_MESSAGES, **getattr(model, "status_reasons", {})}
+    return {**STATUS_MESSAGES, **model.status_reasons}
 
 
 def _lookup(table: dict, codes: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
 from ...tuning import REDO_FLOAT64, WARP_SIZE
 from . import buffers
-from .compat import SIMULATED, cuda, register_exit_hook
+from .compat import SIMULATED, cuda, device, register_exit_hook
 
 if not SIMULATED:
     from numba.cuda import libdevice
@@ -37,11 +37,6 @@ _WARP = WARP_SIZE
 
 # The simulator's jit takes no forceinline; on hardware, inlining keeps the
 # per-fit arrays in registers.
-_INLINE = {} if SIMULATED else {"forceinline": True}
-
-
-def _device(fn):
-    return cuda.jit(device=True, **_INLINE)(fn)
 
 
 def _device_shared(fn):
@@ -69,7 +64,7 @@ def _group_sums(lanes: int, n_vec: int):
     group = _FULL_MASK >> (_WARP - min(lanes, _WARP))
 
     if lanes >= _WARP:  # a constant mask: the code the whole-warp kernel was tuned with
-        @_device
+        @device
         def warp_sum(v):
             off = _WARP // 2
             while off > 0:
@@ -77,7 +72,7 @@ def _group_sums(lanes: int, n_vec: int):
                 off //= 2
             return v
     else:
-        @_device
+        @device
         def warp_sum(v):
             mask = group << (cuda.threadIdx.x % _WARP // lanes * lanes)
             off = lanes // 2
@@ -87,7 +82,7 @@ def _group_sums(lanes: int, n_vec: int):
             return v
 
     if lanes <= _WARP:
-        @_device
+        @device
         def group_sum_vec(a, lo, hi):
             for k in range(lo, hi):
                 a[k] = warp_sum(a[k])
@@ -131,12 +126,12 @@ def _group_sums(lanes: int, n_vec: int):
 _ONE32 = np.float32(1.0)
 
 
-@_device
+@device
 def _exp_neg32(a, xc):
     return libdevice.fast_expf(-a)  # ex2.approx: one multiply and one MUFU
 
 
-@_device
+@device
 def _recip32(s):
     return libdevice.fast_fdividef(_ONE32, s)  # rcp.approx: one MUFU
 
@@ -148,7 +143,7 @@ _APPROX32 = None if SIMULATED else (_exp_neg32, _recip32)
 
 def target(lanes: int, n_vec: int) -> Target:
     """The CUDA target for fits of ``lanes`` lanes that sum up to ``n_vec`` values at once."""
-    return Target("cuda", _device, *_group_sums(lanes, n_vec), approx32=_APPROX32,
+    return Target("cuda", device, *_group_sums(lanes, n_vec), approx32=_APPROX32,
                   redo_here=False)
 
 

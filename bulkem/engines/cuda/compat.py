@@ -30,7 +30,7 @@ if SIMULATED:
     _cudasim.install()
 
 __all__ = ["cuda", "numba_config", "SIMULATED", "available", "register_exit_hook",
-           "Launcher", "prepared_launch", "_unload_each_library_once"]
+           "Launcher", "device", "prepared_launch", "_unload_each_library_once"]
 
 
 def available() -> tuple[bool, str]:
@@ -139,6 +139,14 @@ class Launcher:
             self._fast()
         else:
             self.configured(*self.args)
+
+
+_INLINE = {} if SIMULATED else {"forceinline": True}  # (the simulator has no inlining)
+
+
+def device(fn):
+    """``fn`` as a CUDA device function, inlined (forceinline) on the GPU."""
+    return cuda.jit(device=True, **_INLINE)(fn)
 
 
 def prepared_launch(configured, args, prepared: bool = True):

@@ -48,7 +48,6 @@ import threading
 from typing import NamedTuple
 
 import numpy as np
-from numba import config as numba_config
 from numba import float32, float64, int8, njit
 
 from ...models.ssm.kalman import make_kalman
@@ -65,16 +64,12 @@ from ...models.ssm.scan import element_size, make_scan, make_steady_scan
 from ...models.ssm.splash import make_splash
 from ...tuning import DEFAULT, Tuning
 from . import available, cuda  # numba.cuda, after the CUDA engine's shims
+from .compat import device
 
 __all__ = ["available", "exact", "scan", "splash", "to_device"]
 
 # The simulator's jit takes no forceinline; on hardware, inlining lets small
 # local arrays live in registers.
-_INLINE = {} if numba_config.ENABLE_CUDASIM else {"forceinline": True}
-
-
-def _device(fn):
-    return cuda.jit(device=True, **_INLINE)(fn)
 
 
 def _grid(n: int, threads: int) -> tuple[int, int]:
@@ -91,10 +86,10 @@ def _math(nx: int, ny: int, kind: int, dtype):
     key = ("math", nx, ny, kind, np.dtype(dtype).name)
     if key not in _compiled:
         dt = np.dtype(dtype).type
-        steps = make_kalman(nx, ny, kind, dt, _device)
-        _compiled[key] = (steps, make_scan(nx, ny, kind, dt, _device, steps),
-                          make_splash(nx, ny, dt, _device, steps),
-                          make_steady_scan(nx, dt, _device, steps))
+        steps = make_kalman(nx, ny, kind, dt, device)
+        _compiled[key] = (steps, make_scan(nx, ny, kind, dt, device, steps),
+                          make_splash(nx, ny, dt, device, steps),
+                          make_steady_scan(nx, dt, device, steps))
     return _compiled[key]
 
 
@@ -368,7 +363,7 @@ def _splash_program(nx: int, ny: int, kind: int, dtype, chunk: int, per_block: i
     point, point_shared = sp.point, sp.point_shared
     NX, NXX, NXY, NYY, NY = nx, nx * nx, nx * ny, ny * ny, ny
     CHUNK, PER_BLOCK, TPB = chunk, per_block, chunk * per_block
-    chunk_bounds = _device(_chunk_bounds)
+    chunk_bounds = device(_chunk_bounds)
 
     @cuda.jit
     def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, shared, Ws, Ls, logdets,

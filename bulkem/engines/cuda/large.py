@@ -43,7 +43,7 @@ from numba import float32, float64, int64, njit, prange, uint64
 
 from ...fitting.driver import make_stop
 from ...tuning import DEGENERATE_NONFINITE, WARP_SIZE
-from .compat import cuda, prepared_launch
+from .compat import cuda, device, prepared_launch
 
 
 def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
@@ -90,11 +90,7 @@ def _kernels(family, M, D, dtype, plan):
 def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads, tau):
     WARP = WARP_SIZE
     cdt = float32 if dtype == np.float32 else float64
-    inline = {} if numba.config.ENABLE_CUDASIM else {"forceinline": True}
-
-    def dev(fn):
-        return cuda.jit(device=True, **inline)(fn)
-
+    dev = device
     accum_f = dev(family.accum)
     coef_f = dev(family.coef)
     ecoef_f = dev(family.exact_coef)

@@ -41,19 +41,13 @@ tests compare them with those, bit for bit, under the simulator.
 from __future__ import annotations
 
 import numpy as np
-from numba import config as numba_config
 from numba import float32, float64
 
-from .compat import SIMULATED, cuda
+from .compat import SIMULATED, cuda, device
 
 WARP = 32
 SHARED_BYTES = 48 * 1024  # static shared memory per block
 
-_INLINE = {} if numba_config.ENABLE_CUDASIM else {"forceinline": True}
-
-
-def _device(fn):
-    return cuda.jit(device=True, **_INLINE)(fn)
 
 
 def _install_simulated_syncwarp() -> None:
@@ -291,7 +285,7 @@ def warp_programs(nx: int, dtype, wpb: int) -> dict:
                     M[c * NC + col] = s / piv
             cuda.syncwarp()
 
-        return _device(solve)
+        return device(solve)
 
     solve3, solve2 = make_solve(NC3), make_solve(NC2)
 
@@ -409,7 +403,7 @@ def warp_programs(nx: int, dtype, wpb: int) -> dict:
                 P[NX + j * NX + i] = s
         cuda.syncwarp()
 
-    combine_f, combine_prefix_f = _device(combine), _device(combine_prefix)
+    combine_f, combine_prefix_f = device(combine), device(combine_prefix)
 
     @cuda.jit
     def up(E, lo, hi, last, E_next):

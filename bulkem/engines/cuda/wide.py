@@ -43,24 +43,24 @@ from ...fitting.driver import gave_up, make_stop
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
 from ...tuning import WARP_SIZE
-from .bulk import _APPROX32, _device, _group_sums
-from .compat import SIMULATED, cuda, prepared_launch, register_exit_hook
+from .bulk import _APPROX32, _group_sums
+from .compat import SIMULATED, cuda, device, prepared_launch, register_exit_hook
 
 _WARP = WARP_SIZE
 
 
-@_device
+@device
 def _same(x):
     return x
 
 
-@_device
+@device
 def _nothing(a, lo, hi):
     pass
 
 
 # The pieces run by one thread each: nothing to sum across lanes inside them.
-_TARGET = Target("cuda", _device, _same, _nothing, approx32=_APPROX32, redo_here=False)
+_TARGET = Target("cuda", device, _same, _nothing, approx32=_APPROX32, redo_here=False)
 
 
 def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:
@@ -154,7 +154,7 @@ def kernels(model, dtype):
     SH = NWARP * NSX
     RG = RT // RC
     warp_sum = _group_sums(_WARP, 1)[0]
-    stop_f = make_stop(_device)
+    stop_f = make_stop(device)
     opts = {} if regs is None else {"max_registers": regs}
 
     @cuda.jit

@@ -13,14 +13,14 @@ from ...data.units import pack_units
 from ...fitting import starts
 from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
-from ..base import Pieces, Sizes
+from ..base import Model, Pieces, Sizes, init_blocks
 from . import draws
 from .chain import ChainLayout, make_chain
 from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
 
 
 @dataclass(frozen=True)
-class HMMModel:
+class HMMModel(Model):
     """A hidden Markov model of ``N`` states with an emission distribution.
 
     The items the lanes of a fit split are the dataset's sequences.  The
@@ -216,10 +216,8 @@ class HMMModel:
 
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
-        from ..mixture.model import _init_blocks
-
         shapes = self.init_shapes()
-        blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
+        blocks = dict(zip(shapes, init_blocks(init, shapes), strict=True))
         k = len(blocks["startprob"])
         for key, b in blocks.items():
             if not np.all(np.isfinite(b)):

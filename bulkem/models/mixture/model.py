@@ -13,7 +13,7 @@ from numba import njit, prange
 from ...data import Packed, pack
 from ...fitting import starts
 from ...tuning import DEFAULT, Tuning
-from ..base import Pieces, Sizes
+from ..base import Model, Pieces, Sizes, init_blocks
 from .fused import make_blocked, make_bound, make_pass
 
 if TYPE_CHECKING:  # (a type only: family.py imports this module)
@@ -33,7 +33,7 @@ def segment_sums(x, offsets):
 
 
 @dataclass(frozen=True)
-class MixtureModel:
+class MixtureModel(Model):
     """``M`` components of a :class:`Family` in ``D`` dimensions.
 
     The items the lanes of a fit split are the dataset's observations.  The
@@ -141,7 +141,7 @@ class MixtureModel:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
         M = self.n_components
         shapes = self.init_shapes()
-        blocks = [b.reshape(len(b), M, -1) for b in _init_blocks(init, shapes)]
+        blocks = [b.reshape(len(b), M, -1) for b in init_blocks(init, shapes)]
         out = np.concatenate(blocks, axis=2)
         for key, block in zip(shapes, blocks, strict=True):
             if not np.all(np.isfinite(block)):
@@ -172,10 +172,6 @@ class MixtureModel:
 
     def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
         """Tables of the starts beyond ``start_values``: none for a mixture."""
-        return {}
-
-    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
-        """Tables beyond the shared ones: none for a mixture."""
         return {}
 
     def as_dict(self, params: np.ndarray) -> dict:
@@ -319,31 +315,6 @@ class MixtureModel:
 
         return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete_scale), jit(mstep),
                       NS // M * first)
-
-
-def _init_blocks(init: Mapping, shapes: dict) -> list[np.ndarray]:
-    """User starting values as one array per key, each of shape (k,) + shape."""
-    if not isinstance(init, Mapping):
-        raise TypeError(
-            f"init is a {type(init).__name__}; expected a dict with keys {list(shapes)}."
-        )
-    if sorted(init) != sorted(shapes):
-        raise ValueError(f"init has keys {list(init)}; expected exactly {list(shapes)}.")
-    blocks = []
-    for key, shape in shapes.items():
-        a = np.asarray(init[key], dtype=np.float64)
-        if a.shape == shape:
-            a = a[None]
-        if a.shape[1:] != shape:
-            raise ValueError(
-                f"init[{key!r}] has shape {np.shape(init[key])}; expected {shape} for one "
-                f"start or (n_starts,) + {shape} for several."
-            )
-        blocks.append(a)
-    k = {len(b) for b in blocks}
-    if len(k) != 1:
-        raise ValueError(f"init arrays give different numbers of starts: {sorted(k)}.")
-    return blocks
 
 
 def _contiguous(feat: np.ndarray, parallel_min: int) -> np.ndarray:

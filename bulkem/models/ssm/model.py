@@ -12,7 +12,7 @@ from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
 from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
-from ..base import Pieces, Sizes
+from ..base import Model, Pieces, Sizes, init_blocks
 from . import draws
 from .em import AR, LOCAL_LEVEL, EMLayout, make_pieces
 
@@ -65,7 +65,7 @@ def _scale_problems(obs: np.ndarray, family: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class SSMModel:
+class SSMModel(Model):
     """An AR(p)-plus-noise (``family="ar"``) or local-level model fitted by EM.
 
     The items the lanes of a fit split are the dataset's series.  The
@@ -224,8 +224,6 @@ class SSMModel:
 
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
-        from ..mixture.model import _init_blocks
-
         shapes = self.init_shapes()
         for key, v in init.items():
             if key in shapes:
@@ -234,7 +232,7 @@ class SSMModel:
                 except (TypeError, ValueError) as err:
                     raise TypeError(f"init[{key!r}] holds non-numeric values ({err}); expected "
                                     f"numbers, shape {shapes[key]} per start.") from None
-        blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
+        blocks = dict(zip(shapes, init_blocks(init, shapes), strict=True))
         for key, b in blocks.items():
             if not np.all(np.isfinite(b)):
                 raise ValueError(f"init[{key!r}] must be finite; got {b.tolist()}.")
@@ -271,9 +269,6 @@ class SSMModel:
 
     def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
         """Tables of the starts beyond ``start_values``: none."""
-        return {}
-
-    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
         return {}
 
     def as_dict(self, params: np.ndarray) -> dict:

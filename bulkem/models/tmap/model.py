@@ -21,6 +21,7 @@ from ...data import Packed, Ragged
 from ...data.units import UnitArrays
 from ...fitting import starts
 from ...tuning import DEGENERATE_COLLAPSE, DEGENERATE_PARAM
+from ..base import init_blocks
 from ..hmm.model import HMMModel
 from . import draws
 from .erlang import erlang
@@ -226,12 +227,10 @@ class TMAPModel(HMMModel):
 
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values ``{"alpha", "pi" (or "transmat"), "rates"}`` -> (k, n_params)."""
-        from ..mixture.model import _init_blocks
-
         if isinstance(init, Mapping) and "transmat" in init and "pi" not in init:
             init = {("pi" if k == "transmat" else k): v for k, v in init.items()}
         shapes = self.init_shapes()
-        blocks = dict(zip(shapes, _init_blocks(init, shapes), strict=True))
+        blocks = dict(zip(shapes, init_blocks(init, shapes), strict=True))
         for key, b in blocks.items():
             if not np.all(np.isfinite(b)):
                 raise ValueError(f"init[{key!r}] must be finite.")
