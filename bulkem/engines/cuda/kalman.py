@@ -778,9 +778,10 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int,
 
 def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool,
                  threads: int) -> _ScanPlan:
-    """:func:`_scan_plan` for the steady-state scan (``kalman_cpu.steady``): elements
-    and prefixes of ``nx`` values, field by field, and a matrix per level, each kind in
-    one device array (see the kernels in :func:`_programs`)."""
+    """:func:`_scan_plan` for the steady-state scan (as
+    :func:`bulkem.engines.cpu.kalman.steady`): elements and prefixes of ``nx`` values,
+    field by field, and a matrix per level, each kind in one device array (see the
+    kernels in :func:`_programs`)."""
     md = batch.models
     dt = batch.y.dtype
     nx = md.nx
