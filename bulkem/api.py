@@ -1,4 +1,11 @@
-"""``bulkem.fit``: validation, packing, starts, backend choice, result assembly."""
+"""The in-memory fit: validation, the :class:`Job`, the backend, the strategy's run, the tables.
+
+:func:`fit` reads and checks the arguments and the datasets, packs the valid ones, makes the
+:class:`Job` of every (dataset, start) fit (:func:`make_job`), runs it with the strategy
+that :func:`bulkem.engines.select.run` picks, and builds the model's result tables.
+``bulkem.fit`` is :func:`bulkem.scale.fit`: this :func:`fit`, or with ``checkpoint=`` the
+same fits in chunks.
+"""
 
 from __future__ import annotations
 
