@@ -184,7 +184,7 @@ def fit(
     tuning: Tuning | None = None,
     **options: Any,
 ) -> FitResult:
-    """Fit a finite mixture by EM to every dataset, from many starts each.
+    """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
 
     Parameters
     ----------
