@@ -75,7 +75,7 @@ def make_em(model, dtype, target):
 
     Parameters
     ----------
-    model : bulkem.models.Model
+    model : bulkem.models.base.Model
         Supplies ``sizes()`` and ``pieces(dtype, target)``.
     dtype : numpy scalar type
         Compute dtype of the per-item math (float32 or float64).
