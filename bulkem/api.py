@@ -1,4 +1,11 @@
-"""``bulkem.fit``: validation, packing, starts, backend choice, result assembly."""
+"""The in-memory fit: validation, the :class:`Job`, the backend, the strategy's run, the tables.
+
+:func:`fit` reads and checks the arguments and the datasets, packs the valid ones, makes the
+:class:`Job` of every (dataset, start) fit (:func:`make_job`), runs it with the strategy
+that :func:`bulkem.engines.select.run` picks, and builds the model's result tables.
+``bulkem.fit`` is :func:`bulkem.scale.fit`: this :func:`fit`, or with ``checkpoint=`` the
+same fits in chunks.
+"""
 
 from __future__ import annotations
 
@@ -177,7 +184,7 @@ def fit(
     tuning: Tuning | None = None,
     **options: Any,
 ) -> FitResult:
-    """Fit a finite mixture by EM to every dataset, from many starts each.
+    """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
 
     Parameters
     ----------

@@ -134,17 +134,17 @@ class Tuning:
     cpu_wide_wave_blocks: int = compiled(512)
 
     # An E-step uses the linear (expanded) form of the log densities, fast, only
-    # where its rounding bound (bulkem.models.mixture.fused.rounding_bound, a few
+    # where its rounding bound (bulkem.models.mixture.fused.make_bound, a few
     # eps times the largest summed term) is at most this fraction of the previous
     # iteration's |log-likelihood|, by compute dtype; else, and at a fit's first
     # E-step, the exact centred form.  float64: the reported log-likelihood is then
     # within ~1e-12 relative of the exact one (the tables promise 1e-9); float32
-    # iterations tolerate 1e-4 (DECREASE_RTOL) and report a float64 log-likelihood.
+    # iterations tolerate 1e-4 (decrease_rtol) and report a float64 log-likelihood.
     exact_rtol: Mapping[str, float] = compiled({"float64": 2.0**-40, "float32": 2.0**-12})
 
     # --- random starts ---
     # k-means++ starts (init_method="kmeans++") of a dataset with more observations
-    # than max(KMEANS_SAMPLE_OBS, KMEANS_SAMPLE_PER_COMPONENT * M) are seeded from
+    # than max(kmeans_sample_obs, kmeans_sample_per_component * M) are seeded from
     # that many drawn at random (fitting.starts.kmeanspp_rows): the seeding and the
     # variances of the start cost O(n M D) each, 0.3-0.5 s of host time for the CUDA
     # EM paper's 230,400 x 32 dimensions and 32 components (six times its 100 GPU
@@ -155,7 +155,7 @@ class Tuning:
     kmeans_sample_obs: int = 1024
     kmeans_sample_per_component: int = 32
     # Dataset keys (fitting.starts.dataset_keys): a dataset of at least this many
-    # float64 words is hashed by blocks of HASH_BLOCK_WORDS in parallel.
+    # float64 words is hashed by blocks of hash_block_words in parallel.
     hash_blocked_min_words: int = 1 << 20
     hash_block_words: int = 1 << 16
     # The features of vector data (the values transposed) are copied on every core
@@ -224,17 +224,18 @@ class Tuning:
     progress_poll_s: float = 0.1  # how often a running kernel's finished fits are counted
     cuda_wait_poll_s: float = 0.0005  # how often a running chunk is asked whether it is done
     # A chunk's arrays travel in one buffer each way.  Buffers up to this size are
-    # page-locked (asynchronous copies at full speed), and up to CUDA_PINNED_POOL
+    # page-locked (asynchronous copies at full speed), and up to cuda_pinned_pool
     # of them per GPU, each with its device buffer, are kept for later chunks and
     # calls (page-locking and device allocation are slow).
     cuda_pinned_max_bytes: int = 64 << 20
     cuda_pinned_pool: int = 8
 
-    # A batch runs in the large regime (bulkem.engines.large: each fit spread over
-    # the whole machine, one after another) when every dataset it fits has at
-    # least LARGE_MIN_OBS observations and it has few fits: fewer than the CPU's
-    # Numba threads, or at most LARGE_MAX_FITS_CUDA on the GPU (one warp per fit
-    # would leave most of it idle).  Otherwise the bulk engines run it.
+    # A mixture batch runs in the large regime (bulkem.engines.select.use_large;
+    # engines/cpu/large.py, engines/cuda/large.py: each fit spread over the whole
+    # machine, one after another) when every dataset it fits has at least
+    # large_min_obs observations and it has few fits: fewer than the CPU's Numba
+    # threads, or at most large_max_fits_cuda on the GPU (one warp per fit would
+    # leave most of it idle).  Otherwise the bulk engines run it.
     large_min_obs: int = 20_000
     large_max_fits_cuda: int = 64
     # CUDA tiled E-step: threads per block (a multiple of WARP_SIZE), observations
@@ -247,7 +248,7 @@ class Tuning:
     large_cuda_blocks_per_sm: int | None = None
     large_cuda_max_blocks: int | None = None
     # CUDA reduction of the per-block partial statistics: statistics per block and
-    # threads per block (REDUCE_THREADS a multiple of REDUCE_COLS).
+    # threads per block (large_cuda_reduce_threads a multiple of large_cuda_reduce_cols).
     large_cuda_reduce_cols: int = compiled(16, "cuda")
     large_cuda_reduce_threads: int = compiled(256, "cuda")
     # Iterations launched between two reads of the device's done flag (iterations
@@ -258,9 +259,9 @@ class Tuning:
     cuda_prepared_launch: bool = True
 
     # --- Kalman likelihoods (bulkem.kalman_loglik; issue 15) ---
-    # The Kalman engines read these when a call starts, so tests can patch them (small
-    # blocks and chunks, so that the CUDA simulator runs several blocks and the scan
-    # several levels on tiny inputs).
+    # The Kalman engines read these when a call starts, so tests can pass small ones
+    # (small blocks and chunks, so that the CUDA simulator runs several blocks and the
+    # scan several levels on tiny inputs).
     # Exact filter.
     # Series of one model without missing rows share the covariance part of the
     # filter (it does not depend on the data): it is computed once, on the host,
@@ -271,9 +272,10 @@ class Tuning:
 
     # Scan (the time-parallel exact filter).
     # Level-0 chunk: time steps one thread (CPU: one task) filters conditionally;
-    # it is at least CHUNK0 steps, and longer when the batch would otherwise
-    # make more than TARGET_CHUNKS chunks.  Higher levels combine CHUNK elements
-    # per thread.  The CPU wants a few chunks per core (then two levels); a GPU
+    # it is at least *_scan_chunk0 steps, and longer when the batch would otherwise
+    # make more than kalman_cuda_scan_target_chunks chunks (CPU: the Numba threads
+    # times kalman_cpu_scan_chunks_per_thread).  Higher levels combine *_scan_chunk
+    # elements per thread.  The CPU wants a few chunks per core (then two levels); a GPU
     # wants many threads and short sequential runs.
     kalman_cpu_scan_chunk0: int = 64
     kalman_cpu_scan_chunk: int = 256
@@ -290,12 +292,13 @@ class Tuning:
     kalman_cuda_scan_warps: int = compiled(4, "cuda")
 
     # Steady-state scan: a batch of one model without missing rows whose covariance
-    # recursion settles (a step's predicted covariance within ULPS units in the last
-    # place of the step before's, at the latest after MAX_STEPS steps) scans means
-    # alone (models/ssm/scan.py); its first chunk of a series holds the steps before.
-    # The GPU's level-0 chunk is at least STEADY_CHUNK0 steps (more when the batch
-    # would make more than the scan's TARGET_CHUNKS), its levels above combine
-    # STEADY_CHUNK elements per thread.
+    # recursion settles (a step's predicted covariance within kalman_scan_steady_ulps
+    # units in the last place of the step before's, at the latest after
+    # kalman_scan_steady_max_steps steps) scans means alone (models/ssm/scan.py); its
+    # first chunk of a series holds the steps before.  The GPU's level-0 chunk is at
+    # least kalman_cuda_steady_chunk0 steps (more when the batch would make more than
+    # kalman_cuda_scan_target_chunks), its levels above combine kalman_cuda_steady_chunk
+    # elements per thread.
     kalman_scan_steady_ulps: int = 4
     kalman_scan_steady_max_steps: int = 10_000
     kalman_cuda_steady_chunk0: int = 64
@@ -328,11 +331,12 @@ class Tuning:
     # may not be stationary.
     ssm_ar_radius_warn: float = 0.999
 
-    # --- the wide regime for models of units (bulkem.engines.wide; issue 14) ---
-    # A batch runs in the wide regime (each fit over the whole machine, one after
-    # another) when the model's items are units (sequences, runs), every dataset
-    # it fits has at least WIDE_MIN_UNITS units and it has few fits: fewer than
-    # the CPU's Numba threads, or at most WIDE_MAX_FITS_CUDA on the GPU.
+    # --- the wide regime for models of units (issue 14) ---
+    # A batch runs in the wide regime (bulkem.engines.select.use_wide;
+    # engines/cpu/wide.py, engines/cuda/wide.py: each fit over the whole machine, one
+    # after another) when the model's items are units (sequences, runs), every dataset
+    # it fits has at least wide_min_units units and it has few fits: fewer than
+    # the CPU's Numba threads, or at most wide_max_fits_cuda on the GPU.
     wide_min_units: int = 20_000
     wide_max_fits_cuda: int = 64
     # CPU: units per partial sum (fixed, so results do not depend on threads).
@@ -346,7 +350,7 @@ class Tuning:
     wide_cuda_max_blocks: int | None = None
     wide_cuda_buf_bytes: int = 4 << 30
     # CUDA reduction of the block partials (one block): threads, and statistics
-    # summed side by side (REDUCE_THREADS a multiple of REDUCE_COLS).
+    # summed side by side (wide_cuda_reduce_threads a multiple of wide_cuda_reduce_cols).
     wide_cuda_reduce_threads: int = compiled(256, "cuda")
     wide_cuda_reduce_cols: int = compiled(32, "cuda")
     # Iterations launched between two reads of the device's done flag.

@@ -3,7 +3,8 @@
 The per-sequence functions are written once (:func:`make_units`) and run
 over many sequences at once, each with its own model: on the CPU in a
 ``prange`` loop (:func:`score`, :func:`posteriors`, :func:`viterbi`), on the
-GPU one thread per sequence (:mod:`bulkem.engines.cuda.infer`).
+GPU one thread per sequence (:func:`score` and :func:`viterbi` with
+``backend="cuda"``; their kernels are built here, on first GPU use).
 
 Viterbi works in log space and breaks ties as hmmlearn does: the lowest
 state index wins every maximum (the first of equal values), both in the

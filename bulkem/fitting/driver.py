@@ -75,7 +75,7 @@ def make_em(model, dtype, target):
 
     Parameters
     ----------
-    model : bulkem.models.Model
+    model : bulkem.models.base.Model
         Supplies ``sizes()`` and ``pieces(dtype, target)``.
     dtype : numpy scalar type
         Compute dtype of the per-item math (float32 or float64).
@@ -90,7 +90,8 @@ def make_em(model, dtype, target):
         model's batch tuple in the compute dtype and ``data64`` in float64
         (the same tuple in float64), ``lo, hi`` the dataset's items, ``const``
         its constant log-likelihood term; ``params`` (float64) is updated in
-        place and the rest are scratch of the model's :class:`Sizes`: ``tot``,
+        place and the rest are scratch of the model's
+        :class:`~bulkem.models.base.Sizes`: ``tot``,
         ``coef``, ``stats`` and ``back`` (parameters) float64, ``work`` and
         ``scratch`` in the compute dtype, ``work64`` and ``scratch64`` the
         same in float64 (for a float32 fit's float64 passes), ``buf`` the

@@ -1,8 +1,10 @@
 """Memory a batch of fits needs, checked before it is allocated.
 
-A batch that does not fit in memory used to end in a bare ``MemoryError`` from NumPy, or in
-``SystemError`` when a buffer allocated inside a compiled ``prange`` loop failed.  The
-engines ask :func:`check` first, with what the memory is for and what to do about it.
+The API (a batch's starts and results) and the CPU engines (their work buffers,
+:func:`check_buffers`) ask :func:`check` before they allocate, with what the memory is for
+and what to do about it, so that a batch too large for memory ends in a ``MemoryError``
+that says so, not a bare one from NumPy or a ``SystemError`` from a buffer allocated
+inside a compiled ``prange`` loop.
 """
 
 from __future__ import annotations

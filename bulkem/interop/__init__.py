@@ -1,1 +1,2 @@
-"""Around the package: the command line, the R bridge, plots, shipped datasets."""
+"""Around the package: the command line (:mod:`.cli`), the R bridge (:mod:`.rbridge`), the
+shipped datasets (:mod:`.datasets`); plots are :mod:`bulkem.result.plotting`."""

@@ -47,8 +47,8 @@ def kernel(**options):
 
     A division by zero gives inf or NaN, as on the GPU, which the driver records as a
     degenerate start; numba's default raises ZeroDivisionError, which inside a
-    ``prange`` loop stopped the whole batch or left a fit untouched (issue 30).  The
-    same bits as before wherever no divisor is zero.  Every compiled CPU entry point
+    ``prange`` loop stops the whole batch or leaves a fit untouched (issue 30).  The
+    same bits as numba's default wherever no divisor is zero.  Every compiled CPU entry point
     (not the inlined device functions, which take their caller's rules) uses it.
     """
     return njit(error_model="numpy", **options)

@@ -1,4 +1,8 @@
-"""The tables of a batch fit (:class:`FitResult`) and each model's result methods."""
+"""The tables of a batch fit (:class:`FitResult`), each model's result methods, plots.
+
+:func:`result_class` picks a model's result class from :data:`RESULT_CLASSES`;
+:mod:`.plotting` draws a mixture fit.
+"""
 
 from __future__ import annotations
 

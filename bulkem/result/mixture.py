@@ -106,7 +106,7 @@ class MixtureResult(FitResult):
         """Histogram of a dataset with its fitted mixture density and components.
 
         Needs matplotlib (``pip install 'bulkem[plot]'``); see
-        :func:`bulkem.plotting.plot_fit` for the other options.
+        :func:`bulkem.result.plotting.plot_fit` for the other options.
 
         Parameters
         ----------

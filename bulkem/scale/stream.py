@@ -14,7 +14,7 @@ datasets; sort the file by dataset if they are not): a dataset found in two
 places stops the run with a message.
 
 Each finished chunk is also kept in a checkpoint directory (the machinery of
-:mod:`bulkem.checkpoint`), so ``--resume`` continues a run that crashed: it
+:mod:`bulkem.scale.checkpoint`), so ``--resume`` continues a run that crashed: it
 checks that the arguments and the already-fitted part of the input are the
 same, rewrites the outputs from the kept chunks and fits the rest.  The
 checkpoint is removed when the run completes, unless ``--checkpoint DIR`` named

@@ -1,11 +1,9 @@
 """The one-large-dataset regime on the CPU: each mixture fit over every core.
 
-One large dataset: each fit spread over the whole machine.
-
 The bulk engines give every (dataset, start) fit to one CPU thread or one
 warp.  A batch of a few fits of very many observations (one dataset of
 10^7 points, say) would leave most of the machine idle that way, so
-:func:`use_large` sends it here instead and the fits run one after another,
+:func:`bulkem.engines.select.use_large` sends it here instead and the fits run one after another,
 each over every core or the whole GPU.  The per-observation math is the
 family's hooks (``coef``, ``logdens``, ``accum``, ``mstep``, the exact pass's
 ``exact_coef`` and ``exact_logdens``) and the driver's stopping rule

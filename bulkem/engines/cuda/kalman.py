@@ -22,21 +22,20 @@ this module holds the kernels that loop and the host side.
   the levels, chunk tables, buffers and prepared launches are made once per
   device batch; a call is the launches and one copy back of the level-0
   chunks' results, three rows (``scan_final`` keeps ``scan_up0``'s failing
-  step where it has none), which the host adds in chunk order (one long
-  series of 10^6 steps on an H100: RW 2-D 0.56 -> 0.47 -> 0.43-0.48 ms,
-  AR(10) 20.7 -> 4.6 -> 4.4 ms; the same bits).  A batch of one model
-  without missing rows runs the steady-state scan instead (``scan.py``):
-  a thread per chunk at every level, elements of ``nx`` values field by
-  field, one matrix per level (the same series: RW 2-D 0.45 -> 0.23 ms,
+  step where it has none), which the host adds in chunk order (the same
+  bits).  A batch of one model without missing rows runs the steady-state
+  scan instead (``scan.py``): a thread per chunk at every level, elements of
+  ``nx`` values field by field, one matrix per level (one series of 10^6
+  steps on an H100, full scan -> steady-state scan: RW 2-D 0.45 -> 0.23 ms,
   AR(10) 4.51 -> 0.33 ms).
 * ``splash``: a thread per time step, in one kernel launch: a block per
   chunk (or a few) of ``Tuning.kalman_splash_sum_chunk`` steps adds its
   chunk's terms in step order from shared memory, and only the chunk sums
-  come back.  The host side was most of the cost (one long series of 10^6
-  steps: 61 driver calls, 2.1 ms on an H100), so what does not change between
-  calls on a device batch (chunk table, buffers, the shared covariance
-  recursion, the marshalled launch) is made once: a call is one launch and
-  one copy back (0.21 ms for a 2-D random walk, 0.47 ms for AR(10)).
+  come back.  What does not change between calls on a device batch (chunk
+  table, buffers, the shared covariance recursion, the marshalled launch) is
+  made once, since the host side is most of a call's cost otherwise (one
+  series of 10^6 steps on an H100: 61 driver calls, 2.1 ms): a call is one
+  launch and one copy back.
 
 Importing this module never fails for lack of a GPU (the CUDA engine's
 module sets up numba.cuda, with its numpy shim and simulator shims).
@@ -773,9 +772,10 @@ def _scan_plan(batch, dev, chunk0: int, chunk: int, reuse: bool, wpb: int,
 
 def _steady_plan(batch, dev, st, chunk0: int, chunk: int, reuse: bool,
                  threads: int) -> _ScanPlan:
-    """:func:`_scan_plan` for the steady-state scan (``kalman_cpu.steady``): elements
-    and prefixes of ``nx`` values, field by field, and a matrix per level, each kind in
-    one device array (see the kernels in :func:`_programs`)."""
+    """:func:`_scan_plan` for the steady-state scan (as
+    :func:`bulkem.engines.cpu.kalman.steady`): elements and prefixes of ``nx`` values,
+    field by field, and a matrix per level, each kind in one device array (see the
+    kernels in :func:`_programs`)."""
     md = batch.models
     dt = batch.y.dtype
     nx = md.nx

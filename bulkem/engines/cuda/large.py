@@ -23,9 +23,9 @@ taken in another order than on the CPU.
    host reads it every ``Tuning.large_cuda_check_every`` iterations.
 
 The log densities of the linear form (``G Theta^T``) cancel where a
-component is sharp far from the origin (:mod:`.fused`); as the bulk pieces
-do, the reduction picks each next E-step's form from the fit's numbers
-(:func:`.fused.make_bound`): the linear product, or the exact centred form
+component is sharp far from the origin (:mod:`bulkem.models.mixture.fused`); as the
+bulk pieces do, the reduction picks each next E-step's form from the fit's numbers
+(:func:`bulkem.models.mixture.fused.make_bound`): the linear product, or the exact centred form
 (each (component, observation) evaluated on its own), which also takes
 every fit's first E-step.  float32 fits end as in the bulk engines (see
 :func:`run_fits`).

@@ -1,10 +1,13 @@
-"""Hidden Markov models: emissions, the scaled forward-backward chain, Viterbi.
+"""Hidden Markov models: emissions, the scaled forward-backward chain, the model, its starts.
 
 * :mod:`.emissions`: categorical, Gaussian (diagonal) and Poisson emissions;
 * :mod:`.chain`: the chain's E-step and M-step (also the TMAP's, terminating);
 * :mod:`.model`: the HMM as a model of the EM driver (data, starts, tables);
-* :mod:`.draws`: random starts;
-* :mod:`.infer`: forward scores, posteriors and Viterbi paths of given models.
+* :mod:`.draws`: random starts.
+
+Forward scores, posteriors and Viterbi paths of given models are
+:mod:`bulkem.engines.infer`; :class:`HMMFamily` (``family="hmm"``) reads the data and
+builds the model.
 """
 
 from __future__ import annotations

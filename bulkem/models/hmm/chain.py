@@ -31,7 +31,7 @@ Sums over units are taken in fixed blocks of ``Tuning.wide_cpu_chunk_units``
 units from the dataset's first (a lane's, on the GPU): each block's
 statistics and log-likelihood are summed from zero, and the blocks' sums are
 added to the totals in block order.  The wide regime's CPU engine
-(:mod:`bulkem.engines.wide`) gives each thread whole blocks of that many units
+(:mod:`bulkem.engines.cpu.wide`) gives each thread whole blocks of that many units
 and adds their sums in the same order, so a dataset's fit has the same bits on
 the CPU whatever its batch, regime or thread count (issue 30, bug 9).
 

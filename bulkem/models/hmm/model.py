@@ -61,7 +61,8 @@ class HMMModel(Model):
     }
     terminating = False
     # The items the lanes split are the data's units (sequences): the wide
-    # engine (bulkem.engines.wide) may deal them to threads in any order.
+    # engines (bulkem.engines.cpu.wide, bulkem.engines.cuda.wide) may deal them to
+    # threads in any order.
     unit_items = True
 
     @property

@@ -1,10 +1,13 @@
-"""Finite mixtures: a family's per-observation math, the fused E-step, the one-large-dataset regime.
+"""Finite mixtures: a family's per-observation math, the fused E-step, the mixture model.
 
 * :mod:`.family`: what a component family supplies (:class:`Family`);
 * :mod:`.invgauss`, :mod:`.gaussian`: the families;
 * :mod:`.fused`: the E-step over a fit's observations;
-* :mod:`.model`: a mixture as a model of the EM driver;
-* :mod:`.wide`: few fits of very many observations, each over the whole machine.
+* :mod:`.model`: a mixture as a model of the EM driver.
+
+Few fits of very many observations, each over the whole machine (the
+one-large-dataset regime), run in :mod:`bulkem.engines.cpu.large` and
+:mod:`bulkem.engines.cuda.large`.
 """
 
 from .family import Family

@@ -1,11 +1,14 @@
-"""What a model family supplies to the shared EM driver.
+"""What a mixture's component family supplies: the hooks behind the mixture's driver pieces.
 
 A family is a small set of hooks.  The per-observation and per-iteration
 hooks (``coef``, ``logdens``, ``accum``, ``mstep``) are plain Python
 functions, written once and compiled twice: with ``numba.njit`` for the CPU
-engine and as CUDA device functions for the GPU engine (see
-:mod:`bulkem.engines.driver`).  They may use only scalar arithmetic, the
-``math`` module and 1-D array indexing, so that both compilers accept them.
+engine and as CUDA device functions for the GPU engine.  The mixture model
+(:mod:`.model`, :mod:`.fused`) builds the pieces of the one EM driver
+(:mod:`bulkem.fitting.driver`) from them; the one-large-dataset CUDA engine
+(:mod:`bulkem.engines.cuda.large`) calls them in its own kernels.  They may
+use only scalar arithmetic, the ``math`` module and 1-D array indexing, so
+that both compilers accept them.
 
 Layouts (``M`` components, ``D`` dimensions):
 
@@ -69,7 +72,7 @@ class Family:
         ``obs_const(values) -> ndarray (n_obs,)``: the part of the log density
         shared by all components, left out of ``logdens`` and added once.
     coef, logdens, accum, mstep : callable
-        The compiled-twice hooks; see :mod:`bulkem.engines.driver`.
+        The compiled-twice hooks; see the module docstring.
     subset_init : numba dispatcher
         ``subset_init(x, idx, out)``: starting parameters from the
         observations ``x[idx[l]]`` drawn for each component ``l``.

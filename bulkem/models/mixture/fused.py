@@ -43,7 +43,7 @@ to the float64 totals.  One CPU thread fitting a dataset (the bulk engine)
 and the one-large-dataset regime, which computes the blocks in parallel
 (:func:`make_blocked`) and adds them in the same order, give the same bits.
 
-The one-large-dataset regime (:mod:`bulkem.engines.large`), which
+The one-large-dataset regime on the CPU (:mod:`bulkem.engines.cpu.large`), which
 spreads one fit's pass over many threads, runs the same pieces.
 
 On the CPU the passes take a lane's observations a tile at a time
@@ -97,9 +97,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
     dtype : numpy scalar type
         Compute dtype of the per-observation math.
     jit : callable
-        Compiles a hook (see :func:`make_em`).
+        Compiles a hook: the target's ``jit`` (:class:`bulkem.kernels.target.Target`).
     approx : tuple, optional
-        ``(exp_neg, recip)`` compiled by the engine (see :func:`make_math`).
+        ``(exp_neg, recip)`` compiled by the engine (see
+        :func:`bulkem.kernels.fastmath.make_math`).
     tile : int, optional
         With ``tile > 0`` (the CPU), ``estep`` and ``exact`` take the
         observations ``tile`` at a time (:func:`_make_tiled`): the same

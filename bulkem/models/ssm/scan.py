@@ -396,7 +396,7 @@ def make_scan(nx: int, ny: int, kind: int, dtype, jit, steps: KalmanSteps, jit_o
 # filter, which does not depend on the data (``kalman.gains_range``).  It
 # converges: after the first ``n`` steps the covariance, hence the gain ``W``
 # and the factor ``L``, no longer change (to a few units in the last place, see
-# ``kalman_cpu.steady``), and every later step maps the filtered mean
+# ``bulkem.engines.cpu.kalman.steady``), and every later step maps the filtered mean
 # the same way, ``x_t = A x_{t-1} + W L^{-1} y_t`` with ``A = (I - W L^{-1} H)
 # F``.  The scan then carries means alone: the element of a chunk of ``c``
 # later steps is ``(A^c, b)``, ``b`` its filtered mean from ``x = 0``, and every
