@@ -230,8 +230,7 @@ def fit(
         With "float32", each returned log-likelihood is computed in float64
         at the returned parameters, and a start that float32 would stop as
         degenerate (a collapsing component, a falling likelihood) is fitted
-        again in float64 from the same start (except in the one-large-dataset
-        regime, which fits a few large datasets over the whole machine).
+        again in float64 from the same start.
     init : dict, optional
         User starting values, for ``k`` starts or one (leading axis left
         out): ``{"weight": (k, M), "mu": (k, M), "lambda": (k, M)}`` for

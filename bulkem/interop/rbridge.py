@@ -63,7 +63,7 @@ def _rpy2() -> Any:
         # reticulate's helper module: this Python runs inside an R process, and
         # rpy2 cannot start a second R there.
         raise ImportError(
-            "bulkem.rbridge cannot start R: this Python runs inside R (through "
+            "bulkem.interop.rbridge cannot start R: this Python runs inside R (through "
             "reticulate). Use R objects from the R side (the bulkem R package) instead."
         )
     # Starting R sets LD_LIBRARY_PATH in os.environ to R's library folders; a
@@ -76,10 +76,10 @@ def _rpy2() -> Any:
         from rpy2.robjects import default_converter, numpy2ri, pandas2ri
         from rpy2.robjects.conversion import localconverter
     except ImportError as err:
-        raise ImportError(f"bulkem.rbridge needs rpy2, which is missing ({err}). "
+        raise ImportError(f"bulkem.interop.rbridge needs rpy2, which is missing ({err}). "
                           f"{_INSTALL_HINT}") from err
     except Exception as err:  # rpy2 present but R cannot be found or started
-        raise ImportError(f"bulkem.rbridge could not start R through rpy2: {err}. "
+        raise ImportError(f"bulkem.interop.rbridge could not start R through rpy2: {err}. "
                           f"{_INSTALL_HINT}") from err
     finally:
         if old_ld is None:
