@@ -18,11 +18,23 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-if SIMULATED:
-    # The simulator runs a Python thread per CUDA thread; warp shuffles make
-    # them meet at barriers, which the default 5 ms GIL switch interval
-    # turns into minutes.
+
+
+@pytest.fixture(autouse=True)
+def _short_switch_interval_for_the_simulator(request):
+    """The simulator runs a Python thread per CUDA thread; warp shuffles make them meet at
+    barriers, which the default 5 ms GIL switch interval turns into minutes.  Only the
+    CUDA tests get the short interval: everywhere else it costs (switches between every
+    thread, compilation's included, took a sixth of the suite's CPU time in system calls)."""
+    if not (SIMULATED and request.node.get_closest_marker("cuda")):
+        yield
+        return
+    before = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 SEED = int(os.environ.get("BULKEM_TEST_SEED", "20261121"))
 
