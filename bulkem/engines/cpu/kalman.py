@@ -16,6 +16,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ...kernels.cache import njit_cached
 from ...models.ssm.kalman import make_kalman
 from ...models.ssm.plan import (
     LoglikOut,
@@ -42,6 +43,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     if key in _compiled:
         return _compiled[key]
     dt = np.dtype(dtype).type
+    cached = ("kalman",) + key  # kept on disk (bulkem.kernels.cache), as the EM kernels
     # Per-step functions are inlined into the functions that loop over steps,
     # which compile once each (see kalman.make_kalman's jit_outer).
     jit = njit(inline="always")
@@ -58,7 +60,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
     set_identity, combine, load, store, chunk_element = (
         sc.set_identity, sc.combine, sc.load, sc.store, sc.chunk_element)
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def exact(y, offsets, midx, F, H, Q, R, m0, P0, ll, nobs, fail):
         for s in prange(len(offsets) - 1):
             k = midx[s]
@@ -75,7 +77,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             nobs[s] = n
             fail[s] = f
 
-    @njit
+    @njit_cached(cached, error_model="python")
     def gains(F, H, Q, R, m0, P0, n_steps, Ws, Ls, logdets):
         m = np.empty(NX, dt)
         P = np.empty(NXX, dt)
@@ -85,7 +87,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
         set_prior(m0, P0, m, P)
         return gains_range(F, H, Q, R, n_steps, m, P, T, U, L, Ws, Ls, logdets)
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def exact_shared(y, offsets, sel, F, H, m0, Ws, Ls, logdets, ll, nobs):
         for j in prange(len(sel)):
             s = sel[j]
@@ -102,7 +104,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             ll[s] = a
             nobs[s] = n
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def scan_up0(y, lo, hi, first, last, series, midx, F, H, Q, R, m0, P0, E, fail):
         for c in prange(len(lo)):
             fail[c] = -1
@@ -125,7 +127,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 fail[c] = lo[c] + f
             store(E, c, A, b, C, eta, J)
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def scan_up(E, lo, hi, last, E_next):
         for c in prange(len(lo)):
             if last[c]:
@@ -144,7 +146,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T)
             store(E_next, c, A1, b1, C1, eta1, J1)
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def scan_down(E, prefix_next, lo, hi, first, prefix):
         for c in prange(len(lo)):
             A1, b1, C1, eta1, J1 = (np.empty(NXX, dt), np.empty(NX, dt), np.empty(NXX, dt),
@@ -165,7 +167,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                     load(E, i, A2, b2, C2, eta2, J2)
                     combine(A1, b1, C1, eta1, J1, A2, b2, C2, eta2, J2, D, Z1, Z2, z, w, T)
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def scan_final(y, lo, hi, first, series, midx, F, H, Q, R, m0, P0, prefix, ll, nobs, fail):
         for c in prange(len(lo)):
             k = midx[series[c]]
@@ -189,7 +191,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             nobs[c] = n
             fail[c] = lo[c] + f if f >= 0 else -1
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def splash(y, offsets, midx, F, H, Q, R, m0, P0, window, broad, block, shared, Ws, Ls,
                logdets, ll, obs, fail):
         n_total = offsets[-1]
@@ -217,7 +219,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 obs[t] = 1 if o else 0
                 fail[t] = 0 if ok else 1
 
-    @njit
+    @njit_cached(cached, error_model="python")
     def smooth(y, F, H, Q, R, m0, P0, ms, Ps, lag, ll_out):
         """One series, for tests and the EM to come: filter, then RTS back (see kalman.py)."""
         n = len(y) // NY
@@ -261,7 +263,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
 
     s_chunk, s_up, s_down = make_steady_scan(nx, dt, jit, steps)
 
-    @njit
+    @njit_cached(cached, error_model="python")
     def steady_gains(F, H, Q, R, m0, P0, max_steps, tol, Ws, Ls, logdets):
         """``gains`` until the predicted covariance of step ``t + 1`` differs from step
         ``t``'s by at most ``tol`` times its largest entry (a fixed point: every later
@@ -289,7 +291,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 return t + 1, -1
         return -1, -1
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def steady_up0(y, offsets, lo, hi, first, last, series, F, H, m0, Ws, Ls, logdets, kmax,
                    E):
         for c in prange(len(lo)):
@@ -305,7 +307,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             for i in range(NX):
                 E[i, c] = m[i]
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def steady_up(E, lo, hi, last, M, E_next):
         for c in prange(len(lo)):
             if last[c]:
@@ -316,7 +318,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
             for i in range(NX):
                 E_next[i, c] = b[i]
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def steady_down(E, prefix_next, lo, hi, first, M, prefix):
         for c in prange(len(lo)):
             b = np.empty(NX, dt)
@@ -325,7 +327,7 @@ def _programs(nx: int, ny: int, kind: int, dtype) -> dict:
                 b[i] = E[i, lo[c]] if first[c] else prefix_next[i, c]
             s_down(E, lo[c], hi[c], lo[c] + first[c], M, b, prefix, z)
 
-    @njit(parallel=True)
+    @njit_cached(cached, parallel=True, error_model="python")
     def steady_final(y, offsets, lo, hi, first, series, F, H, m0, Ws, Ls, logdets, kmax,
                      prefix, ll, nobs):
         for c in prange(len(lo)):

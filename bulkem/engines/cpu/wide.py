@@ -33,8 +33,9 @@ from numba import prange
 
 from ...fitting import memory
 from ...fitting.driver import gave_up, make_stop
+from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
-from ...kernels.target import CPU, kernel
+from ...kernels.target import CPU
 from .bulk import narrow
 
 _runners: dict = {}
@@ -62,7 +63,7 @@ def runner(model, dtype):
     NS, NT, NC, NK, NX = sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     stop_f = make_stop(CPU.jit)
 
-    @kernel(parallel=True)
+    @njit_cached(("wide-setup", model.key), parallel=True)
     def setup(data64, lo, hi, chunk):
         n_chunks = (hi - lo + chunk - 1) // chunk
         part = np.zeros((n_chunks, NT))
@@ -74,7 +75,7 @@ def runner(model, dtype):
                 tot[k] += part[c, k]
         return tot
 
-    @kernel(parallel=True)
+    @njit_cached(("wide-loop", model.key, dtype.name), parallel=True)
     def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk

@@ -121,7 +121,7 @@ def _pacf(c, w, p, a, tmp, k):
     return ok
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def _draw_ar(acov, fit_ds, fit_start, keys, seed, p, out):
     for f in prange(len(fit_ds)):
         d = fit_ds[f]
@@ -152,7 +152,7 @@ def _draw_ar(acov, fit_ds, fit_start, keys, seed, p, out):
         out[f, p + 1] = (1.0 - w) * c[0]
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def _draw_level(mom, fit_ds, fit_start, keys, seed, out):
     for f in prange(len(fit_ds)):
         d = fit_ds[f]

@@ -35,7 +35,7 @@ def trace_keys(units: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return dataset_keys(lengths, groups)
 
 
-@njit(parallel=True)
+@njit(parallel=True, cache=True)
 def _draw(fit_ds, fit_start, keys, seed, orders, kbar, tbar, xmax, max_rx, out):
     R = len(orders)
     PT = R
