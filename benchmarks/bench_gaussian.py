@@ -37,8 +37,8 @@ import numpy as np
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")  # small grids are by design
 
 import bulkem  # noqa: E402
-from bulkem import config  # noqa: E402
 from bulkem.api import resolve_backend  # noqa: E402
+from bulkem.tuning import DEFAULT  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from baselines import rates  # noqa: E402
@@ -118,7 +118,7 @@ def large_problem(args, gpu, rows, notes):
 
     results = {}
     if gpu:
-        from bulkem.engines import large
+        from bulkem.engines.cuda import large
 
         fit("cuda", 2)  # compile
         s, res = per_iteration(lambda k: fit("cuda", k), k1, k2, args.repeat)
@@ -166,32 +166,27 @@ def large_problem(args, gpu, rows, notes):
 
 
 def sweep(args):
-    """Per-iteration time of the CUDA large regime for a few kernel shapes."""
+    """Per-iteration time of the CUDA large regime for a few kernel shapes: each a
+    :class:`~bulkem.tuning.Tuning` of other ``large_cuda_*`` fields, passed to ``bulkem.fit``."""
     n, m, d = args.large_n, args.large_m, args.large_d
     x, w, means, var = mixture(n, d, m, seed=1, dtype=np.float32)
     init = start_from(x, w, means, var, seed=2)
     print("\n## CUDA large-regime variants (threads, tile, blocks/SM, check every)")
-    base = {k: getattr(config, k) for k in ("LARGE_CUDA_THREADS", "LARGE_CUDA_TILE",
-                                           "LARGE_CUDA_BLOCKS_PER_SM", "LARGE_CUDA_CHECK_EVERY")}
     variants = [(256, 64, 2, 8), (128, 64, None, 8), (256, 32, None, 8), (512, 64, None, 8),
                 (256, 64, None, 1), (256, 64, None, 32)]
-    try:
-        for th, tile, bps, every in variants:
-            config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE = th, tile
-            config.LARGE_CUDA_BLOCKS_PER_SM, config.LARGE_CUDA_CHECK_EVERY = bps, every
+    for th, tile, bps, every in variants:
+        tuning = DEFAULT.replace(large_cuda_threads=th, large_cuda_tile=tile,
+                                 large_cuda_blocks_per_sm=bps, large_cuda_check_every=every)
 
-            def fit(k):
-                return bulkem.fit([x], family="gaussian", n_components=m, n_starts=1,
-                                  init=init, max_iter=k, tol=0.0, dtype="float32",
-                                  backend="cuda", progress=False)
+        def fit(k, tuning=tuning):
+            return bulkem.fit([x], family="gaussian", n_components=m, n_starts=1,
+                              init=init, max_iter=k, tol=0.0, dtype="float32",
+                              backend="cuda", progress=False, tuning=tuning)
 
-            fit(2)
-            s, _ = per_iteration(fit, args.k1, args.k1 + 500, 1)
-            print(f"threads {th:4d} tile {tile:3d} blocks/SM {bps or 'max'} check {every:2d}: "
-                  f"{s * 1e3:.3f} ms/iter")
-    finally:
-        for k, v in base.items():
-            setattr(config, k, v)
+        fit(2)
+        s, _ = per_iteration(fit, args.k1, args.k1 + 500, 1)
+        print(f"threads {th:4d} tile {tile:3d} blocks/SM {bps or 'max'} check {every:2d}: "
+              f"{s * 1e3:.3f} ms/iter")
 
 
 def _gpu_us(fn, spin, stream, reps):
@@ -213,11 +208,13 @@ def _gpu_us(fn, spin, stream, reps):
 def profile(args, rows):
     """GPU time of each large-regime kernel (CUDA events, launches queued behind a
     sleeping kernel so that host overhead is hidden) and the host's cost per launch,
-    ordinary and with prepared arguments, for a few kernel shapes."""
+    ordinary and with prepared arguments, for a few kernel shapes (``Tuning.large_cuda_threads``
+    x ``large_cuda_tile``)."""
     from numba import cuda, njit
 
     from bulkem import models as families
-    from bulkem.engines import large
+    from bulkem.engines.cuda import large
+    from bulkem.engines.cuda.compat import prepared_launch
 
     n, m, d = args.large_n, args.large_m, args.large_d
     x, w, means, var = mixture(n, d, m, seed=1, dtype=np.float32)
@@ -225,9 +222,11 @@ def profile(args, rows):
     fam = families.get("gaussian")
     params = np.concatenate([init["weight"][:, None], init["mean"], init["var"]], axis=1)
     params = np.ascontiguousarray(params).reshape(-1)
-    feat = cuda.to_device(np.ascontiguousarray(x.T).reshape(-1))
+    feat_h = np.ascontiguousarray(x.T).reshape(-1)
+    feat = cuda.to_device(feat_h)
     coef = np.empty(fam.n_coef(m, d), np.float32)
     njit(fam.coef)(params, m, d, coef)
+    tot = large._totals(fam, feat_h.astype(np.float64), 0, n, d, fam.n_stats(1, d))
 
     @cuda.jit
     def spin(ns):
@@ -243,44 +242,43 @@ def profile(args, rows):
     print("| threads | tile | blocks | E-step GPU | reduce GPU | host/launch ordinary | "
           "host/launch prepared |")
     print("|---|---|---|---|---|---|---|")
-    saved = (config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE)
     stream = cuda.stream()
-    try:
-        for th, tile in args.profile_shapes:
-            config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE = th, tile
-            plan = large._cuda_plan(fam, m, d, np.dtype(np.float32))
-            estep, reduce, nsx = large._kernels(fam, m, d, np.dtype(np.float32), plan)
-            nb = min(large._grid_blocks(estep, np.float32, th), -(-n // plan["tile"]))
-            n_red = -(-nsx // plan["reduce_cols"])
-            coef_g, params_g = cuda.to_device(coef), cuda.to_device(params)
-            part = cuda.device_array((nb, nsx))
-            stats = cuda.device_array(nsx)
-            istate = cuda.to_device(np.zeros(4, np.int64))
-            fstate = cuda.to_device(np.zeros(2))
-            e_args = (feat, n, 0, n, coef_g, part, istate)
-            r_args = (part, nb, istate, fstate, stats, params_g, coef_g, n, 0.0, 10**9, 0.0,
-                      1e-4, 1e-6)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Grid size")
-                est_o, red_o = estep[nb, th, stream], reduce[n_red, plan["reduce_threads"], stream]
-                spin_o = spin[1, 1, stream]
-            est_p, red_p = large._launcher(est_o, e_args), large._launcher(red_o, r_args)
-            est_o(*e_args)
-            red_o(*r_args)
-            stream.synchronize()
+    for th, tile in args.profile_shapes:
+        tuning = DEFAULT.replace(large_cuda_threads=th, large_cuda_tile=tile)
+        plan = large.plan(fam, m, d, np.dtype(np.float32), tuning)
+        estep, reduce, nsx = large._kernels(fam, m, d, np.dtype(np.float32), plan)
+        nb = min(large._grid_blocks(estep, np.float32, th, tuning.large_cuda_blocks_per_sm),
+                 -(-n // plan["tile"]))
+        n_red = -(-nsx // plan["reduce_cols"])
+        coef_g, params_g, tot_g = cuda.to_device(coef), cuda.to_device(params), cuda.to_device(tot)
+        part = cuda.device_array((nb, nsx))
+        stats = cuda.device_array(nsx)
+        # (istate[4] = 0: the linear form's E-step, which every iteration after the first
+        # takes where its rounding allows)
+        istate = cuda.to_device(np.zeros(5, np.int64))
+        fstate = cuda.to_device(np.zeros(2))
+        e_args = (feat, n, 0, n, coef_g, part, istate)
+        r_args = (part, nb, istate, fstate, stats, params_g, coef_g, tot_g, n, 0.0, 10**9, 0.0,
+                  1e-4, 1e-6)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Grid size")
+            est_o, red_o = estep[nb, th, stream], reduce[n_red, plan["reduce_threads"], stream]
+            spin_o = spin[1, 1, stream]
+        est_p, red_p = prepared_launch(est_o, e_args), prepared_launch(red_o, r_args)
+        est_o(*e_args)
+        red_o(*r_args)
+        stream.synchronize()
 
-            g_e, h_e = _gpu_us(functools.partial(est_o, *e_args), spin_o, stream, reps)
-            g_ep, h_ep = _gpu_us(est_p, spin_o, stream, reps)
-            g_r, h_r = _gpu_us(functools.partial(red_o, *r_args), spin_o, stream, reps)
-            g_rp, h_rp = _gpu_us(red_p, spin_o, stream, reps)
-            print(f"| {th} | {plan['tile']} | {nb} | {g_ep:.1f} ({g_e:.1f}) | {g_rp:.1f} "
-                  f"({g_r:.1f}) | {h_e:.1f} / {h_r:.1f} | {h_ep:.1f} / {h_rp:.1f} |")
-            rows.append((f"large profile: threads {th}, tile {plan['tile']}",
-                         f"E-step {g_ep:.1f} us + reduce {g_rp:.1f} us (GPU)",
-                         f"host per launch {h_e:.0f}/{h_r:.0f} us ordinary, "
-                         f"{h_ep:.0f}/{h_rp:.0f} us prepared"))
-    finally:
-        config.LARGE_CUDA_THREADS, config.LARGE_CUDA_TILE = saved
+        g_e, h_e = _gpu_us(functools.partial(est_o, *e_args), spin_o, stream, reps)
+        g_ep, h_ep = _gpu_us(est_p, spin_o, stream, reps)
+        g_r, h_r = _gpu_us(functools.partial(red_o, *r_args), spin_o, stream, reps)
+        g_rp, h_rp = _gpu_us(red_p, spin_o, stream, reps)
+        print(f"| {th} | {plan['tile']} | {nb} | {g_ep:.1f} ({g_e:.1f}) | {g_rp:.1f} "
+              f"({g_r:.1f}) | {h_e:.1f} / {h_r:.1f} | {h_ep:.1f} / {h_rp:.1f} |")
+        rows.append((f"large profile: threads {th}, tile {plan['tile']}",
+                     f"E-step {g_ep:.1f} us + reduce {g_rp:.1f} us (GPU)",
+                     f"host per launch {h_e:.0f}/{h_r:.0f} us ordinary, "
+                     f"{h_ep:.0f}/{h_rp:.0f} us prepared"))
 
 
 def _sklearn_bulk_fit(job) -> None:
@@ -369,7 +367,8 @@ def main() -> None:
     ap.add_argument("--profile-shapes", type=lambda s: [tuple(map(int, p.split("x")))
                                                         for p in s.split(",")],
                     default=[(256, 64), (128, 64), (64, 64), (128, 32)],
-                    help="threads x tile pairs to profile, e.g. 256x64,128x64")
+                    help="threads x tile pairs to profile (Tuning.large_cuda_threads x "
+                         "large_cuda_tile), e.g. 256x64,128x64")
     args = ap.parse_args()
 
     gpu = resolve_backend("auto") == "cuda"
@@ -377,7 +376,7 @@ def main() -> None:
     if gpu:
         from numba import cuda
 
-        device = cuda.get_current_device().name
+        device = getattr(cuda.get_current_device(), "name", "the CUDA simulator")
         device = device.decode() if isinstance(device, bytes) else str(device)
     head = (f"{datetime.datetime.now():%Y-%m-%d %H:%M}  {platform.node()}  GPU: {device}  "
             f"CPU: {os.cpu_count()} cores ({platform.processor() or platform.machine()})")

@@ -11,13 +11,16 @@ and to the per-core rate times the cores.
 
     python benchmarks/bench_hmm.py                                # full size
     python benchmarks/bench_hmm.py --datasets 20 --starts 4 --hmmlearn-fits 8   # small
-    python benchmarks/bench_hmm.py --grid CUDA_MAX_REGISTERS=64;128;None   # CUDA variants
+    python benchmarks/bench_hmm.py --grid "cuda_max_registers_units=64;128;None"  # CUDA variants
+
+``--grid NAME=V1;V2`` times CUDA float64 with each value of a field of
+:class:`bulkem.tuning.Tuning` (passed as ``bulkem.fit(..., tuning=...)``); ``NAME`` is the
+field or its old ``bulkem.config`` name in upper case (``tuning_args.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import os
 import sys
@@ -27,10 +30,11 @@ import warnings
 import numpy as np
 
 import bulkem
-from bulkem import config
+from bulkem.tuning import DEFAULT
 
 sys.path.insert(0, os.path.dirname(__file__))
 from baselines import pool, rates  # noqa: E402
+from tuning_args import grid_variants, variant_label  # noqa: E402
 
 N_STATES, N_SYMBOLS, N_SEQ = 4, 8, 20
 # hmmlearn's fastest forward-backward: its default, "log", gives the same fits 7x slower
@@ -173,8 +177,10 @@ def main() -> None:
     ap.add_argument("--inference", action="store_true",
                     help="also forward scores and Viterbi paths of every sequence")
     ap.add_argument("--grid", nargs="*", default=[], metavar="NAME=V1;V2",
-                    help="CUDA float64 with each value of a config setting")
+                    help="CUDA float64 with each value of a Tuning field (NAME=V1;V2, Python "
+                         "literals; old upper-case config names accepted)")
     args = ap.parse_args()
+    variants = grid_variants(args.grid)  # (a bad name fails now, not after the runs)
     from bulkem.engines.cuda import available
 
     gpu, name = available()
@@ -208,14 +214,11 @@ def main() -> None:
                 ref = res_cpu.summary.loglik.to_numpy()
                 notes.append(f"CUDA vs CPU float64 best loglik: max relative difference "
                              f"{np.nanmax(np.abs(sub - ref) / np.abs(ref)):.2e}")
-        for item in args.grid:
-            key, values = item.split("=", 1)
-            old = getattr(config, key)
-            for v in values.split(";"):
-                setattr(config, key, ast.literal_eval(v))
-                res, s = timed(data, args, args.repeat, backend="cuda")
-                rows.append((f"  CUDA f64 {key}={v}", len(res.starts), s, len(res.starts) / s))
-            setattr(config, key, old)
+        for variant in variants:
+            res, s = timed(data, args, args.repeat, backend="cuda",
+                           tuning=DEFAULT.replace(**variant))
+            rows.append((f"  CUDA f64 {variant_label(variant)}", len(res.starts), s,
+                         len(res.starts) / s))
     cores = os.cpu_count() or 1
     print(f"{'run':<36}{'fits':>9}{'seconds':>10}{'fits/s':>12}{'vs pool':>10}"
           f"{'vs core x' + str(cores):>14}")

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import bulkem
-from bulkem import config
+from bulkem.tuning import DEFAULT
 
 V_SYMBOLS = 16
 FP64_FLOPS = 33.5e12  # H100/H200 SXM: 132 SMs x 64 FP64 FMA lanes x 1.98 GHz x 2 flops
@@ -173,7 +173,7 @@ def main() -> None:
 
     gpu, name = available()
     print(f"# {datetime.date.today()}  cpu cores {os.cpu_count()}  gpu {name if gpu else 'none'}"
-          f"  V={V_SYMBOLS} symbols, float64; config.HMM_MANY_STATES={config.HMM_MANY_STATES}")
+          f"  V={V_SYMBOLS} symbols, float64; Tuning.hmm_many_states={DEFAULT.hmm_many_states}")
     print(f"{'N=M':>5}{'T':>6}{'what':>11}{'bulkem GPU':>12}{'PyTorch':>11}{'bulkem CPU':>12}"
           f"{'floor':>9}{'published':>11}  (ms; agreement of the log-likelihoods)")
     rng = np.random.default_rng(1)

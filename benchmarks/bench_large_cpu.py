@@ -62,10 +62,10 @@ def sklearn_fit(x, init, k):
     return gm
 
 
-def bulkem_fit(x, init, k, dtype):
+def bulkem_fit(x, init, k, dtype, tuning=None):
     return bulkem.fit([x], family="gaussian", n_components=len(init["weight"]), n_starts=1,
                       init=init, max_iter=k, tol=0.0, dtype=dtype, backend="cpu",
-                      progress=False)
+                      progress=False, tuning=tuning)
 
 
 def timed(fn):
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--threads", default="1,all", help="comma list of thread counts, 'all'")
     ap.add_argument("--dtypes", default="float64,float32")
     ap.add_argument("--tiles", default="",
-                    help="comma list of config.CPU_TILE_OBS values: bulkem alone, per tile")
+                    help="comma list of Tuning.cpu_tile_obs values: bulkem alone, per tile")
     args = ap.parse_args()
     if args.tiles:
         return tile_sweep(args)
@@ -144,8 +144,8 @@ def main() -> None:
 
 
 def tile_sweep(args) -> None:
-    """bulkem's time per iteration for each ``config.CPU_TILE_OBS`` (no scikit-learn)."""
-    from bulkem import config
+    """bulkem's time per iteration for each ``Tuning.cpu_tile_obs`` (no scikit-learn)."""
+    from bulkem.tuning import DEFAULT
 
     x64, init = mixture(args.n, args.d, args.m, seed=1)
     n_all = numba.config.NUMBA_NUM_THREADS
@@ -153,15 +153,16 @@ def tile_sweep(args) -> None:
           f"{os.cpu_count()} cores; N = {args.n}, M = {args.m}, D = {args.d}; ms per iteration "
           f"(fit of {args.k2} - fit of {args.k1}) / {args.k2 - args.k1}, best of {args.repeat}")
     for tile in (int(t) for t in args.tiles.split(",")):
-        config.CPU_TILE_OBS = tile
+        tuning = DEFAULT.replace(cpu_tile_obs=tile)
         for dtype in args.dtypes.split(","):
             for th in (n_all if t == "all" else int(t) for t in args.threads.split(",")):
                 numba.set_num_threads(th)
-                bulkem_fit(x64, init, 1, dtype)  # compile
+                bulkem_fit(x64, init, 1, dtype, tuning)  # compile
                 best = [np.inf, np.inf]
                 for _ in range(args.repeat):
                     for j, k in enumerate((args.k1, args.k2)):
-                        t, _, _ = timed(lambda k=k, dt=dtype: bulkem_fit(x64, init, k, dt))
+                        t, _, _ = timed(lambda k=k, dt=dtype, tu=tuning:
+                                        bulkem_fit(x64, init, k, dt, tu))
                         best[j] = min(best[j], t)
                 per = (best[1] - best[0]) / (args.k2 - args.k1)
                 print(f"tile {tile:4d}  {dtype}  {th:2d} thread(s): {per * 1e3:8.1f} ms/iter",

@@ -8,22 +8,30 @@ size, and the cost of the progress bar.  Everything is timed end to end through
 
     python benchmarks/bench_speed.py                       # the issue-4 batch
     python benchmarks/bench_speed.py --variants            # also kernel variants
+    python benchmarks/bench_speed.py --grid "cuda_max_registers=64;None"
+
+Every variant is a :class:`bulkem.tuning.Tuning` passed to ``bulkem.fit(..., tuning=...)``;
+``--grid`` names its fields, or their old ``bulkem.config`` names in upper case
+(``tuning_args.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
 import datetime
 import os
+import sys
 import time
 
 import numpy as np
 
 import bulkem
-from bulkem import api, config
+from bulkem import api
 from bulkem.engines.cpu import bulk as cpu_engine
+from bulkem.tuning import DEFAULT
+
+sys.path.insert(0, os.path.dirname(__file__))
+from tuning_args import grid_variants, variant_label  # noqa: E402
 
 ROWS: list[tuple] = []
 LANES: list[tuple] = []
@@ -47,16 +55,7 @@ def timed(label, data, args, repeat=None, **kw):
     return res, best
 
 
-@contextlib.contextmanager
-def patched(**values):
-    old = {k: getattr(config, k) for k in values}
-    for k, v in values.items():
-        setattr(config, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(config, k, v)
+ONE_GPU = DEFAULT.replace(cuda_devices=(0,))  # GPU 0 alone (cuda_devices=None: every GPU)
 
 
 def best_diff(a, b) -> float:
@@ -66,7 +65,7 @@ def best_diff(a, b) -> float:
     return float(np.nanmax(np.abs(y - x) / np.abs(x)))
 
 
-def breakdown(data, args, dtype):
+def breakdown(data, args, dtype, tuning=None):
     """Milliseconds in the job (keys, features), the engine and the tables.
 
     The engine's time includes drawing the starts and packing, chunk by chunk,
@@ -95,7 +94,7 @@ def breakdown(data, args, dtype):
     FitResult.before_fits = staticmethod(wrap("before_fits (in engine)", orig[3]))
     try:
         t0 = time.perf_counter()
-        fit(data, args, backend="cuda", dtype=dtype)
+        fit(data, args, backend="cuda", dtype=dtype, tuning=tuning)
         total = time.perf_counter() - t0
     finally:
         api.make_job, cuda_engine.run_fits = orig[0], orig[1]
@@ -119,10 +118,12 @@ def main() -> None:
     ap.add_argument("--lanes", action="store_true", help="lanes per fit, float32 block")
     ap.add_argument("--host", action="store_true", help="pageable instead of page-locked buffers")
     ap.add_argument("--grid", nargs="*", default=[], metavar="NAME=V1;V2",
-                    help="time f64 and f32 with each value of a config setting (NAME=V1;V2, "
-                         "Python literals); A=1+B=4 sets both at once")
+                    help="time f64 and f32 with each value of a Tuning field (NAME=V1;V2, "
+                         "Python literals; old upper-case config names accepted); A=1+B=4 "
+                         "sets both at once")
     ap.add_argument("--repeat", type=int, default=3, help="runs per timing; the best is kept")
     args = ap.parse_args()
+    grid_variants(args.grid)  # (a bad name fails now, not after the other runs)
 
     from numba import cuda
 
@@ -163,58 +164,40 @@ def f32_agreement(label, r32, r64) -> None:
           f"misses degenerate in one or both: {np.sum(~close & ~usable)} of {np.sum(~close)}")
 
 
-def grid_variants(specs: list[str]) -> list[dict]:
-    """``NAME=V1;V2`` gives one variant per value; ``A=1+B=4`` one variant with both.
-
-    Values are Python literals (``8``, ``None``, ``{'float32': 64}``).
-    """
-    out = []
-    for spec in specs:
-        if "+" in spec:
-            out.append({k: ast.literal_eval(v)
-                        for k, v in (p.split("=", 1) for p in spec.split("+"))})
-        else:
-            name, values = spec.split("=", 1)
-            out += [{name: ast.literal_eval(v)} for v in values.split(";")]
-    return out
-
-
 def lanes_runs(data, args) -> None:
     """Lanes per fit (and float32 E-step block), at tol=0 and at tol=1e-6 (fits stop apart,
     at most 10 x --iters iterations, on a fifth of the datasets)."""
     conv = argparse.Namespace(**{**vars(args), "iters": 10 * args.iters})
     few = data[: max(1, len(data) // 5)]
     for lanes in (32, 16, 8, 4):
-        with patched(CUDA_DEVICES=[0], CUDA_LANES_PER_FIT=lanes,
-                     CUDA_LANES_PER_FIT_TOL0={"float64": lanes, "float32": lanes}):
-            timed(f"f64 lanes={lanes}", data, args, backend="cuda")
-            timed(f"f64 lanes={lanes} tol=1e-6", few, conv, backend="cuda", tol=1e-6)
-            for block in (32, 128):
-                with patched(ESTEP_BLOCK_OBS={**config.ESTEP_BLOCK_OBS, "float32": block}):
-                    r = timed(f"f32 lanes={lanes} block={block}", data, args, backend="cuda",
-                              dtype="float32")[0]
-                    LANES.append((lanes, block, r))
+        tuning = ONE_GPU.replace(cuda_lanes_per_fit=lanes,
+                                 cuda_lanes_per_fit_tol0={"float64": lanes, "float32": lanes})
+        timed(f"f64 lanes={lanes}", data, args, backend="cuda", tuning=tuning)
+        timed(f"f64 lanes={lanes} tol=1e-6", few, conv, backend="cuda", tol=1e-6, tuning=tuning)
+        for block in (32, 128):
+            blocked = tuning.replace(estep_block_obs={**tuning.estep_block_obs, "float32": block})
+            r = timed(f"f32 lanes={lanes} block={block}", data, args, backend="cuda",
+                      dtype="float32", tuning=blocked)[0]
+            LANES.append((lanes, block, r))
 
 
 def gpu_runs(data, args, res_cpu, gpus) -> None:
-    with patched(CUDA_DEVICES=[0]):
-        r64, _ = timed("cuda f64 1 gpu", data, args, backend="cuda")
-        r32, _ = timed("cuda f32 1 gpu", data, args, backend="cuda", dtype="float32")
+    r64, _ = timed("cuda f64 1 gpu", data, args, backend="cuda", tuning=ONE_GPU)
+    r32, _ = timed("cuda f32 1 gpu", data, args, backend="cuda", dtype="float32", tuning=ONE_GPU)
     if gpus > 1:
         timed(f"cuda f64 {gpus} gpus", data, args, backend="cuda")
         timed(f"cuda f32 {gpus} gpus", data, args, backend="cuda", dtype="float32")
     if args.variants:
         for wpb in (4, 8):
             for regs in (None, 64):
-                with patched(CUDA_DEVICES=[0], CUDA_WARPS_PER_BLOCK=wpb, CUDA_MAX_REGISTERS=regs):
-                    timed(f"f64 wpb={wpb} regs={regs}", data, args, backend="cuda")
-                    timed(f"f32 wpb={wpb} regs={regs}", data, args, backend="cuda",
-                          dtype="float32")
+                tuning = ONE_GPU.replace(cuda_warps_per_block=wpb, cuda_max_registers=regs)
+                timed(f"f64 wpb={wpb} regs={regs}", data, args, backend="cuda", tuning=tuning)
+                timed(f"f32 wpb={wpb} regs={regs}", data, args, backend="cuda",
+                      dtype="float32", tuning=tuning)
     if args.lanes:
         lanes_runs(data, args)
-    with patched(CUDA_DEVICES=[0]):
-        breakdown(data, args, "float64")
-        breakdown(data, args, "float32")
+    breakdown(data, args, "float64", ONE_GPU)
+    breakdown(data, args, "float32", ONE_GPU)
 
     n_cpu = len(res_cpu.starts)
     c, g = res_cpu.starts.loglik.to_numpy(), r64.starts.loglik.to_numpy()[:n_cpu]
@@ -231,39 +214,37 @@ def gpu_runs(data, args, res_cpu, gpus) -> None:
     if args.sched:
         for streams, chunks, flight in ((2, 1, 1), (2, 1, 2), (2, 2, 2), (2, 4, 2), (1, 4, 2),
                                         (2, 8, 2), (4, 2, 2)):
-            with patched(CUDA_DEVICES=[0], CUDA_HOST_THREADS=streams,
-                         CUDA_CHUNKS_PER_STREAM=chunks, CUDA_CHUNKS_IN_FLIGHT=flight,
-                         CUDA_MIN_CHUNK_FITS=4096):
-                name = f"threads={streams} chunks={chunks} flight={flight}"
-                timed(f"f64 {name}", data, args, backend="cuda")
-                timed(f"f32 {name}", data, args, backend="cuda", dtype="float32")
+            tuning = ONE_GPU.replace(cuda_host_threads=streams, cuda_chunks_per_stream=chunks,
+                                     cuda_chunks_in_flight=flight, cuda_min_chunk_fits=4096)
+            name = f"threads={streams} chunks={chunks} flight={flight}"
+            timed(f"f64 {name}", data, args, backend="cuda", tuning=tuning)
+            timed(f"f32 {name}", data, args, backend="cuda", dtype="float32", tuning=tuning)
     for lanes, block, r in LANES:
         f32_agreement(f"f32 lanes={lanes} block={block} vs f64", r, r64)
-    for settings in grid_variants(args.grid):
-        label = " ".join(f"{k}={v}" for k, v in settings.items())
-        with patched(**{"CUDA_DEVICES": [0], **settings}):  # CUDA_DEVICES=None: all GPUs
-            timed(f"f64 {label}", data, args, backend="cuda")
-            r = timed(f"f32 {label}", data, args, backend="cuda", dtype="float32")[0]
+    for variant in grid_variants(args.grid):
+        label = variant_label(variant)
+        tuning = ONE_GPU.replace(**variant)  # (a variant may set cuda_devices=None: all GPUs)
+        timed(f"f64 {label}", data, args, backend="cuda", tuning=tuning)
+        r = timed(f"f32 {label}", data, args, backend="cuda", dtype="float32", tuning=tuning)[0]
         f32_agreement(f"f32 {label} vs f64", r, r64)
     if args.host:
-        with patched(CUDA_DEVICES=[0], CUDA_PINNED_MAX_BYTES=0):
-            timed("f64 pageable buffers", data, args, backend="cuda")
-            timed("f32 pageable buffers", data, args, backend="cuda", dtype="float32")
+        tuning = ONE_GPU.replace(cuda_pinned_max_bytes=0)
+        timed("f64 pageable buffers", data, args, backend="cuda", tuning=tuning)
+        timed("f32 pageable buffers", data, args, backend="cuda", dtype="float32", tuning=tuning)
     if args.progress:
-        with patched(CUDA_DEVICES=[0]):
-            timed("f64 progress=False", data, args, backend="cuda")
-            timed("f64 progress=callback", data, args, backend="cuda",
-                  progress=lambda done, total: None)
+        timed("f64 progress=False", data, args, backend="cuda", tuning=ONE_GPU)
+        timed("f64 progress=callback", data, args, backend="cuda",
+              progress=lambda done, total: None, tuning=ONE_GPU)
     if args.ragged:
         rng = np.random.default_rng(2)
         sizes = rng.integers(100, 14_001, 400)
         rag = [np.abs(rng.wald(np.where(rng.random(n) < 0.3, 1.0, 3.0), 1.0)) + 1e-3
                for n in sizes]
         rargs = argparse.Namespace(**{**vars(args), "starts": 50})
-        with patched(CUDA_DEVICES=[0], CUDA_GROUP_BY_SIZE=False):
-            timed("ragged f64 input order", rag, rargs, backend="cuda")
-        with patched(CUDA_DEVICES=[0], CUDA_GROUP_BY_SIZE=True):
-            timed("ragged f64 grouped", rag, rargs, backend="cuda")
+        timed("ragged f64 input order", rag, rargs, backend="cuda",
+              tuning=ONE_GPU.replace(cuda_group_by_size=False))
+        timed("ragged f64 grouped", rag, rargs, backend="cuda",
+              tuning=ONE_GPU.replace(cuda_group_by_size=True))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,11 @@
 Compilation is excluded (a warm-up fit per configuration).  Prints one
 markdown table; ``--out DIR`` also writes it and the raw rows as JSON.
 ``--gpu-variants`` reruns the GPU float64 Table-1 fit (the largest trace)
-under a few ``config.WIDE_CUDA_*`` settings (registers, threads per block)
-and prints their loop times.
+under a few other values of ``Tuning.wide_cuda_*`` (registers, threads per block)
+and prints their loop times.  Table 1 forces the wide regime
+(``Tuning(strategy="wide")``), the bulk case's warm-up the bulk one
+(``strategy="bulk"``); every setting is a :class:`bulkem.tuning.Tuning`
+passed to ``bulkem.fit``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ import numpy as np
 from scipy.special import gammaln
 
 import bulkem
-from bulkem import config
 from bulkem.interop.datasets import simulate_tmap, tmap_truth
+from bulkem.tuning import DEFAULT, Tuning
 
 ORDERS = (1, 2, 3)
 PAPER = {1_000_000: ("C++ double 6 min 21 s; CUDA single 46 s", -3.65998e7),
@@ -146,18 +149,17 @@ def fit_timed(data, **kw):
     return res, time.perf_counter() - t0
 
 
-def warm(backend: str, dtype: str, wide: bool) -> None:
-    """Compile the kernels of a configuration on a tiny batch."""
+WIDE = DEFAULT.replace(strategy="wide")  # the wide regime whatever the batch (Table 1)
+
+
+def warm(backend: str, dtype: str, tuning: Tuning) -> None:
+    """Compile the kernels of a configuration on a tiny batch (``tuning.strategy``: "wide"
+    or "bulk", the regime to compile)."""
     small = simulate_tmap(300, seed=99, as_frame=False)
-    old = config.WIDE_REGIME
-    config.WIDE_REGIME = wide
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            bulkem.fit([small], family="tmap", n_starts=1, max_iter=2, seed=1, backend=backend,
-                       dtype=dtype, progress=False)
-    finally:
-        config.WIDE_REGIME = old
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bulkem.fit([small], family="tmap", n_starts=1, max_iter=2, seed=1, backend=backend,
+                   dtype=dtype, progress=False, tuning=tuning)
 
 
 def fmt_s(s: float) -> str:
@@ -175,11 +177,9 @@ def table1(n_runs: int, backends: list[str], numpy_iters: int, iters: int, seed:
     start = None
     for backend in backends:
         for dtype in ("float64", "float32"):
-            warm(backend, dtype, True)
-            config.WIDE_REGIME = True
+            warm(backend, dtype, WIDE)
             res, secs = fit_timed(df, family="tmap", orders=ORDERS, n_starts=1, max_iter=iters,
-                                  tol=0.0, seed=seed, backend=backend, dtype=dtype)
-            config.WIDE_REGIME = None
+                                  tol=0.0, seed=seed, backend=backend, dtype=dtype, tuning=WIDE)
             start = res.init_params(0)
             row = dict(case="table1", runs=n_runs, values=n_values, impl=f"bulkem {backend}",
                        dtype=dtype, seconds=secs, loglik=float(res.summary.loglik[0]),
@@ -213,29 +213,22 @@ def gpu_variants(df, iters: int, seed: int) -> list[dict]:
 
     out = []
     # (ptxas, sm_90: the float64 E-step takes 142 registers uncapped, 3 blocks of 128 per SM)
-    grid = [dict(WIDE_CUDA_MAX_REGISTERS=128), dict(WIDE_CUDA_MAX_REGISTERS=96),
-            dict(WIDE_CUDA_THREADS=64)]
+    grid = [dict(wide_cuda_max_registers=128), dict(wide_cuda_max_registers=96),
+            dict(wide_cuda_threads=64)]
     for dtype in ("float64",):
         for setting in grid:
-            old = {k: getattr(config, k) for k in setting}
-            for k, v in setting.items():
-                setattr(config, k, v)
+            tuning = WIDE.replace(**setting)
             try:
-                warm("cuda", dtype, True)
-                config.WIDE_REGIME = True
+                warm("cuda", dtype, tuning)
                 res, secs = fit_timed(df, family="tmap", orders=ORDERS, n_starts=1,
                                       max_iter=iters, tol=0.0, seed=seed, backend="cuda",
-                                      dtype=dtype)
+                                      dtype=dtype, tuning=tuning)
                 lp = wide.last_cuda_loop
                 row = dict(case="variant", setting=str(setting), dtype=dtype, seconds=secs,
                            loop=lp["seconds"], blocks=lp["blocks"],
                            loglik=float(res.summary.loglik[0]))
             except Exception as err:  # a setting this GPU cannot launch
                 row = dict(case="variant", setting=str(setting), dtype=dtype, error=repr(err))
-            finally:
-                config.WIDE_REGIME = None
-                for k, v in old.items():
-                    setattr(config, k, v)
             out.append(row)
             print(row, flush=True)
     return out
@@ -258,7 +251,7 @@ def bulk(n_traces: int, n_traces_cpu: int, n_runs: int, starts: int, iters: int,
     for backend in backends:
         data = traces if backend == "cuda" else traces[:n_traces_cpu]
         for dtype in ("float64", "float32"):
-            warm(backend, dtype, False)
+            warm(backend, dtype, DEFAULT.replace(strategy="bulk"))
             res, secs = fit_timed(data, family="tmap", orders=ORDERS, n_starts=starts,
                                   max_iter=iters, tol=0.0, seed=seed, backend=backend,
                                   dtype=dtype)

@@ -4,13 +4,15 @@
 
 Fits a batch of 20 demo datasets x 500 starts with every visible GPU, then
 with GPU 0 alone, then on GPU 0 in small chunks, and prints whether the
-``starts`` and ``components`` tables are identical (bit for bit).
+``starts`` and ``components`` tables are identical (bit for bit).  Each run's
+settings are a :class:`bulkem.tuning.Tuning` (``cuda_devices``, ``cuda_chunk_fits``,
+``cuda_min_chunk_fits``) passed to ``bulkem.fit``.
 """
 
 from __future__ import annotations
 
 import bulkem
-from bulkem import config
+from bulkem.tuning import Tuning
 
 
 def main() -> None:
@@ -20,18 +22,11 @@ def main() -> None:
             kw = dict(n_starts=500, max_iter=100, tol=tol, seed=5, backend="cuda", dtype=dtype,
                       progress=False)
             runs = {}
-            for name, settings in (("all GPUs", {}), ("GPU 0", {"CUDA_DEVICES": [0]}),
-                                   ("GPU 0, small chunks", {"CUDA_DEVICES": [0],
-                                                            "CUDA_CHUNK_FITS": 777,
-                                                            "CUDA_MIN_CHUNK_FITS": 1})):
-                old = {k: getattr(config, k) for k in settings}
-                for k, v in settings.items():
-                    setattr(config, k, v)
-                try:
-                    runs[name] = bulkem.fit(data, **kw)
-                finally:
-                    for k, v in old.items():
-                        setattr(config, k, v)
+            for name, tuning in (("all GPUs", Tuning()), ("GPU 0", Tuning(cuda_devices=(0,))),
+                                 ("GPU 0, small chunks", Tuning(cuda_devices=(0,),
+                                                                cuda_chunk_fits=777,
+                                                                cuda_min_chunk_fits=1))):
+                runs[name] = bulkem.fit(data, tuning=tuning, **kw)
             base = runs["all GPUs"]
             for name, r in runs.items():
                 same = r.starts.equals(base.starts) and r.components.equals(base.components)

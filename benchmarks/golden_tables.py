@@ -3,9 +3,13 @@
     python benchmarks/golden_tables.py save FILE      # before the change
     python benchmarks/golden_tables.py check FILE     # after it: every table equal, bit for bit
 
-Runs the CPU engine (both regimes) and, with ``--cuda``, the CUDA engine (the
-simulator unless a GPU is present: keep the sizes small there), over both
-mixture families, several component counts, both dtypes and tolerances.
+Runs the CPU engine and, with ``--cuda``, the CUDA engine (the simulator unless a GPU is
+present: keep the sizes small there): both mixture families (both regimes, several
+component counts, both dtypes and tolerances), hidden Markov models of the three emissions,
+TMAPs, the AR and local-level state-space models, and the Kalman likelihoods (exact, scan,
+splash).  The script uses the public API only, so it runs on any tree of the package (to
+save the tables of an older one: ``PYTHONPATH=old_tree python benchmarks/golden_tables.py
+save FILE``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import numpy as np
 
 
 def cases(cuda: bool):
-    from bulkem.interop.datasets import simulate_demo
+    import bulkem
+
+    simulate_demo = bulkem.datasets.simulate_demo  # (bulkem.datasets in every tree)
 
     ig = simulate_demo(6, 300, seed=3)
     ig_big = simulate_demo(1, 40_000, seed=4)
@@ -49,6 +55,40 @@ def cases(cuda: bool):
                 yield (f"ga-large-{dtype}", dict(datasets=ga_big, family="gaussian",
                                                  n_components=2, n_starts=1, max_iter=20, seed=14,
                                                  backend=backend, dtype=dtype))
+    yield from other_families(bulkem)
+
+
+def other_families(bulkem):
+    """HMMs, TMAPs and state-space models on the CPU (every dtype each offers)."""
+    rng = np.random.default_rng(6)
+    seqs = {
+        "categorical": [[rng.integers(0, 3, int(rng.integers(5, 15))).astype(float)
+                         for _ in range(6)] for _ in range(4)],
+        "poisson": [[rng.poisson(rng.choice([1.0, 6.0]), int(rng.integers(5, 15))).astype(float)
+                     for _ in range(6)] for _ in range(4)],
+        "gaussian": [[rng.normal(rng.choice([-1.0, 2.0]), 1.0, int(rng.integers(5, 15)))
+                      for _ in range(6)] for _ in range(4)],
+    }
+    for emission, data in seqs.items():
+        extra = {"n_symbols": 3} if emission == "categorical" else {}
+        for dtype in ("float64", "float32"):
+            yield (f"hmm-{emission}-{dtype}", dict(
+                datasets=data, family="hmm", emission=emission, n_components=2, n_starts=3,
+                max_iter=30, seed=15, backend="cpu", dtype=dtype, **extra))
+    traces = [bulkem.datasets.simulate_tmap(300, seed=s, as_frame=False) for s in (1, 2)]
+    for dtype in ("float64", "float32"):
+        yield (f"tmap-{dtype}", dict(datasets=traces, family="tmap", orders=(1, 2, 3),
+                                     n_starts=2, max_iter=20, seed=16, backend="cpu",
+                                     dtype=dtype))
+    ar = bulkem.StateSpace.ar([0.6, -0.2], sigma2=1.0, obs_var=0.5)
+    series = [ar.simulate(100, rng=s)[:, 0] for s in range(4)]
+    yield ("ar2", dict(datasets=series, family="ar", order=2, n_starts=3, max_iter=30,
+                       seed=17, backend="cpu"))
+    yield ("local_level", dict(datasets=[np.cumsum(y) for y in series], family="local_level",
+                               n_starts=3, max_iter=30, seed=18, backend="cpu"))
+    for method, kw in (("exact", {}), ("scan", {}), ("splash", {"window": 8})):
+        yield (f"kalman-{method}", dict(kalman=True, series=series, model=ar, method=method,
+                                        backend="cpu", **kw))
 
 
 def run(cuda: bool) -> dict:
@@ -56,9 +96,15 @@ def run(cuda: bool) -> dict:
 
     out = {}
     for name, kw in cases(cuda):
+        if kw.pop("kalman", False):
+            frame = bulkem.kalman_loglik(kw.pop("series"), kw.pop("model"), **kw)
+            out[name] = {"loglik": frame}
+            print(name, frame.loglik.round(6).tolist(), flush=True)
+            continue
         res = bulkem.fit(progress=False, **kw)
         out[name] = {k: getattr(res, k) for k in ("summary", "components", "starts",
-                                                  "start_values")}
+                                                  "start_values", "transitions")
+                     if hasattr(res, k)}
         print(name, res.summary.loglik.round(6).tolist(), flush=True)
     return out
 

@@ -14,7 +14,9 @@
 #   bash benchmarks/gpu_check.sh kernel "" "NAME=V NAME2=V2" ...
 #                                  # kernel-only times (profile_engine.py), one
 #                                  # line per variant: each argument lists the
-#                                  # config settings of one variant ("": defaults)
+#                                  # Tuning fields of one variant (profile_engine.py
+#                                  # --set: field names, or the old upper-case
+#                                  # config names; "": defaults)
 #
 # Runs from the working tree (PYTHONPATH=.), as the device machines have no
 # package index; wheels carried in .whl/ (hmmlearn for the HMM baseline) are

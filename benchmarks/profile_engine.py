@@ -8,35 +8,44 @@ whole-batch launch split into packing, host-to-device copies, the kernel
 alone (CUDA events) and device-to-host copies, the scheduler's run (starts
 drawn and packed chunk by chunk, streams, threads), the tables' parts that
 need the starts only (``FitResult.before_fits``, which ``bulkem.fit`` builds
-while the GPU runs) and the other tables.
+while the GPU runs) and the other tables.  ``--set NAME=VALUE`` changes a field of
+the :class:`bulkem.tuning.Tuning` it all runs with (the model's ``tuning``; ``NAME`` the
+field or its old ``bulkem.config`` name in upper case, ``tuning_args.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
+import dataclasses
+import os
+import sys
 import time
 
 import numpy as np
 from numba import cuda
 
 import bulkem
-from bulkem import api, config, models
+from bulkem import api, models
 from bulkem.engines.cuda import bulk, scheduler
 from bulkem.kernels.fastmath import EXP_CONSTS
 from bulkem.result import MixtureResult
+from bulkem.tuning import DEFAULT, Tuning
+
+sys.path.insert(0, os.path.dirname(__file__))
+from tuning_args import from_items  # noqa: E402
 
 
 def ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def profile(data, args, dtype: str) -> None:
+def profile(data, args, dtype: str, tuning: Tuning = DEFAULT) -> None:
     fam = models.get("invgauss")
-    bulkem.fit(data[:2], n_starts=2, max_iter=2, tol=0.0, backend="cuda", dtype=dtype)  # compile
+    bulkem.fit(data[:2], n_starts=2, max_iter=2, tol=0.0, backend="cuda", dtype=dtype,
+               tuning=tuning)  # compile
     t0 = time.perf_counter()
     pairs = fam.read(data, "dataset", "value", {})
-    model = fam.model(pairs, 2, {})
+    model = dataclasses.replace(fam.model(pairs, 2, {}), tuning=tuning)
     packed = model.pack(pairs)
     t_data = ms(t0)
     t0 = time.perf_counter()
@@ -65,11 +74,11 @@ def profile(data, args, dtype: str) -> None:
     stream.synchronize()
     t_h2d = ms(t0)
     feat64, offsets, fit_ds, const, params, feat = dev
-    fpb = bulk._fits_per_block(lanes)
+    fpb = bulk._fits_per_block(lanes, tuning)
     start, stop = cuda.event(), cuda.event()
     t0 = time.perf_counter()
     start.record(stream)
-    kernel[(n + fpb - 1) // fpb, bulk._block_threads(lanes), stream](
+    kernel[(n + fpb - 1) // fpb, bulk._block_threads(lanes, tuning), stream](
         (feat, stride), (feat64, stride), offsets, fit_ds, const, params, status, n_iter, loglik,
         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg,
         cuda.device_array(0, np.int64), cuda.device_array(0, np.int32),  # (no refits here)
@@ -109,16 +118,15 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=1000)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="set a bulkem.config value first, e.g. CUDA_MAX_REGISTERS=None")
+                    help="a Tuning field to run with, e.g. cuda_max_registers=None (or the "
+                         "old upper-case config name, CUDA_MAX_REGISTERS=None)")
     ap.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
     args = ap.parse_args()
-    for item in args.set:
-        name, value = item.split("=", 1)
-        setattr(config, name, ast.literal_eval(value))
+    tuning = from_items(args.set)
     data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
     for dtype in args.dtypes:
         for _ in range(2):
-            profile(data, args, dtype)
+            profile(data, args, dtype, tuning)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ kernels' registers and local memory per thread.  ``--scan-only``: the
 time-parallel scan of one long series instead (the whole call with its plan
 kept, the sequential filter on one CPU core and the ratio, the plan, each
 phase of a call, the kernels' registers) with the kernels that the
-configuration picks and with the others (thread- or warp-per-chunk), and the
-level-0 chunk tried, on the long series and on its first 10,000 steps.
+default tuning picks and with the others (thread- or warp-per-chunk: a
+:class:`bulkem.tuning.Tuning` of another ``kalman_cuda_scan_warp_min_nx``, passed to
+``kalman_cuda.scan``), and the level-0 chunk tried, on the long series and on its first
+10,000 steps.  Everything else runs with the default ``Tuning``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ import numpy as np
 from bench_kalman import ar10, best_of, long_models, one_core, pack, simulate_ar, simulate_rw
 from numba import cuda
 
-from bulkem import config
 from bulkem.engines.cpu import kalman as kalman_cpu
 from bulkem.engines.cuda import kalman as kalman_cuda
 from bulkem.models.ssm.plan import shared_series
+from bulkem.tuning import DEFAULT, Tuning
 
 
 def timed(fn, repeat=5):
@@ -100,11 +102,11 @@ def splash_profile(n_steps: int) -> None:
         pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
 
 
-def splash_phases(batch, dev, w: int) -> None:
+def splash_phases(batch, dev, w: int, tuning: Tuning = DEFAULT) -> None:
     """The phases of one ``kalman_cuda.splash`` call, each timed alone (best of 50, ms)."""
     md = batch.models
-    chunk = config.KALMAN_SPLASH_SUM_CHUNK
-    per_block = max(1, config.KALMAN_CUDA_THREADS // chunk)
+    chunk = tuning.kalman_splash_sum_chunk
+    per_block = max(1, tuning.kalman_cuda_threads // chunk)
     kernel = kalman_cuda._splash_program(md.nx, md.ny, md.kind, batch.y.dtype, chunk, per_block)
 
     def show(what, fn, repeat=50):
@@ -159,7 +161,7 @@ def scan_call_profile(n_steps: int) -> None:
         pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
 
 
-def scan_call(y, model) -> None:
+def scan_call(y, model, tuning: Tuning = DEFAULT) -> None:
     """The phases of :func:`scan_call_profile`'s call, each timed alone."""
     import bulkem
 
@@ -173,9 +175,10 @@ def scan_call(y, model) -> None:
     print(f"    to_device                                  {t * 1e3:9.3f}")
     t, st = timed(lambda: kalman_cpu.steady(batch))
     print(f"    steady gains (host)                        {t * 1e3:9.3f}")
-    c0 = config.KALMAN_CUDA_STEADY_CHUNK0
-    c = config.KALMAN_CUDA_STEADY_CHUNK
-    t, plan = timed(lambda: kalman_cuda._steady_plan(batch, dev, st, c0, c, False))
+    c0 = tuning.kalman_cuda_steady_chunk0
+    c = tuning.kalman_cuda_steady_chunk
+    threads = tuning.kalman_cuda_threads
+    t, plan = timed(lambda: kalman_cuda._steady_plan(batch, dev, st, c0, c, False, threads))
     print(f"    plan (levels, tables, buffers, launchers)  {t * 1e3:9.3f}")
     import cProfile
     import pstats
@@ -183,7 +186,7 @@ def scan_call(y, model) -> None:
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(5):
-        kalman_cuda._steady_plan(batch, dev, st, c0, c, False)
+        kalman_cuda._steady_plan(batch, dev, st, c0, c, False, threads)
     cuda.synchronize()
     pr.disable()
     pstats.Stats(pr).sort_stats("cumulative").print_stats(20)
@@ -202,7 +205,8 @@ def scan_profile(n_steps: int) -> None:
     """The GPU scan of one long series: the whole call (the plan kept with the device batch)
     against the sequential filter on one CPU core, the first call's plan, then each phase of
     a call (the launches summed by kernel over the levels, the copy back, the host totals),
-    the kernels' registers; with the configured kernels, then the others; the level-0 chunk."""
+    the kernels' registers; with the kernels the default tuning picks, then the others (a
+    tuning of another ``kalman_cuda_scan_warp_min_nx``); the level-0 chunk."""
     t_seq = {}
     for name, (kind, model) in long_models().items():
         y = simulate_rw(model, n_steps, 2) if kind == "rw" else simulate_ar(model, 1, n_steps, 2)[0]
@@ -212,39 +216,36 @@ def scan_profile(n_steps: int) -> None:
         print(f"\n# {name}: sequential filter of {n_steps:,} steps on 1 CPU core: "
               f"{t_seq[name] * 1e3:.2f} ms; loglik {ref.loglik[0]!r}")
         dev = kalman_cuda.to_device(batch)
-        wanted = kalman_cuda._scan_warps(batch.models, batch.y.dtype)
-        before = config.KALMAN_CUDA_SCAN_WARP_MIN_NX
-        for min_nx in (before, 1 if not wanted else 10 ** 6):
-            config.KALMAN_CUDA_SCAN_WARP_MIN_NX = min_nx
-            try:
-                scan_phases(name, batch, dev, n_steps, t_seq[name])
-            finally:
-                config.KALMAN_CUDA_SCAN_WARP_MIN_NX = before
+        wanted = kalman_cuda._scan_warps(batch.models, batch.y.dtype, DEFAULT)
+        for min_nx in (DEFAULT.kalman_cuda_scan_warp_min_nx, 1 if not wanted else 10 ** 6):
+            scan_phases(name, batch, dev, n_steps, t_seq[name],
+                        DEFAULT.replace(kalman_cuda_scan_warp_min_nx=min_nx))
         scan_chunks(batch, dev, name)
         if n_steps > 10_000:  # a shorter series: fewer threads, the latency of each level
             short = pack([y[:10_000]], model)
             scan_chunks(short, kalman_cuda.to_device(short), name)
 
 
-def scan_phases(name, batch, dev, n_steps: int, t_seq: float) -> None:
-    """One configuration's scan: the whole call against ``t_seq``, the plan, the phases."""
+def scan_phases(name, batch, dev, n_steps: int, t_seq: float, tuning: Tuning = DEFAULT) -> None:
+    """One tuning's scan: the whole call against ``t_seq``, the plan, the phases."""
     from bulkem.models.ssm.plan import chunk0_for, plan_levels
 
-    chunk = config.KALMAN_CUDA_SCAN_CHUNK
-    wpb = kalman_cuda._scan_warps(batch.models, batch.y.dtype)
+    chunk = tuning.kalman_cuda_scan_chunk
+    threads = tuning.kalman_cuda_threads
+    wpb = kalman_cuda._scan_warps(batch.models, batch.y.dtype, tuning)
     how = f"a warp per chunk, {wpb} per block" if wpb else "a thread per chunk"
-    out = kalman_cuda.scan(batch, dev=dev)
-    t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d), repeat=20)
-    chunk0 = chunk0_for(batch.offsets[-1], config.KALMAN_CUDA_SCAN_CHUNK0,
-                        config.KALMAN_CUDA_SCAN_TARGET_CHUNKS)
-    tn, _ = timed(lambda b=batch: kalman_cuda.scan(b, dev=kalman_cuda.to_device(b)),
-                  repeat=3)
+    out = kalman_cuda.scan(batch, dev=dev, tuning=tuning)
+    t, _ = timed(lambda b=batch, d=dev: kalman_cuda.scan(b, dev=d, tuning=tuning), repeat=20)
+    chunk0 = chunk0_for(batch.offsets[-1], tuning.kalman_cuda_scan_chunk0,
+                        tuning.kalman_cuda_scan_target_chunks)
+    tn, _ = timed(lambda b=batch: kalman_cuda.scan(b, dev=kalman_cuda.to_device(b),
+                                                   tuning=tuning), repeat=3)
     print(f"\n# {name} ({how}): scan of {n_steps:,} steps, data on the GPU: "
           f"{t * 1e3:.3f} ms (best of 20), {t_seq / t:.1f}x the sequential filter on 1 "
           f"CPU core; loglik {out.loglik[0]!r}")
     print("  made once per device batch (kept in dev.scratch):")
     tp, plan = timed(lambda b=batch, d=dev, c=chunk0: kalman_cuda._scan_plan(
-        b, d, c, chunk, True, wpb), repeat=3)
+        b, d, c, chunk, True, wpb, threads), repeat=3)
     print(f"    the whole plan (best of 3)                 {tp * 1e3:9.3f}")
     tl, levels = timed(lambda b=batch, c=chunk0: plan_levels(b.offsets, c, chunk))
     print(f"    plan_levels (host)                         {tl * 1e3:9.3f}")
@@ -275,21 +276,21 @@ def scan_phases(name, batch, dev, n_steps: int, t_seq: float) -> None:
 
 
 def scan_chunks(batch, dev, name: str) -> None:
-    """The level-0 chunk (``config.KALMAN_CUDA_SCAN_CHUNK0``) tried: the whole call, its
+    """The level-0 chunk (``Tuning.kalman_cuda_scan_chunk0``) tried: the whole call, its
     plan kept (best of 10), the levels, and the log-likelihood."""
     from bulkem.models.ssm.plan import plan_levels
 
     n = int(batch.offsets[-1])
-    print(f"  {name}, {n:,} steps: level-0 chunk (config.KALMAN_CUDA_SCAN_CHUNK0 = "
-          f"{config.KALMAN_CUDA_SCAN_CHUNK0}), ms per call, best of 10:")
+    print(f"  {name}, {n:,} steps: level-0 chunk (Tuning.kalman_cuda_scan_chunk0 = "
+          f"{DEFAULT.kalman_cuda_scan_chunk0}), ms per call, best of 10:")
     for c0 in (8, 16, 32, 64, 128, 256):
         out = kalman_cuda.scan(batch, chunk0=c0, dev=dev)  # (its plan)
         t, _ = timed(lambda b=batch, d=dev, c=c0: kalman_cuda.scan(b, chunk0=c, dev=d),
                      repeat=10)
-        levels = plan_levels(batch.offsets, c0, config.KALMAN_CUDA_SCAN_CHUNK)
+        levels = plan_levels(batch.offsets, c0, DEFAULT.kalman_cuda_scan_chunk)
         print(f"    chunks of {c0:>3} steps: {t * 1e3:9.3f} ms  ({len(levels)} levels, "
               f"{levels[0].n_chunks:>7,} chunks; loglik {out.loglik[0]!r})")
-    for c in (2, 4, 16):  # elements per chunk above level 0 (config.KALMAN_CUDA_SCAN_CHUNK)
+    for c in (2, 4, 16):  # elements per chunk above level 0 (Tuning.kalman_cuda_scan_chunk)
         out = kalman_cuda.scan(batch, chunk=c, dev=dev)
         t, _ = timed(lambda b=batch, d=dev, c=c: kalman_cuda.scan(b, chunk=c, dev=d), repeat=10)
         print(f"    {c:>2} elements per chunk above level 0 (default chunk0): {t * 1e3:9.3f} ms "
@@ -337,7 +338,7 @@ def profile(y, model, dtype: str, n_steps: int) -> None:
         for cres in p[name].overloads.values():
             print(f"  {name}: {getattr(cres, 'regs_per_thread', '?')} registers, "
                   f"{getattr(cres, 'local_mem_per_thread', '?')} bytes local memory per thread")
-    print(f"  (config.KALMAN_CUDA_THREADS = {config.KALMAN_CUDA_THREADS})")
+    print(f"  (Tuning.kalman_cuda_threads = {DEFAULT.kalman_cuda_threads})")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def sass(outdir: str) -> None:
     model = models.MixtureModel(models.get("invgauss"), 2, 1)
     for dtype in ("float64", "float32"):
         bulkem.fit(SMALL, n_starts=2, backend="cuda", dtype=dtype)
-        k = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype))
+        k = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype, model))
         text = "\n".join(k.inspect_sass().values())
         Path(outdir, f"sass_{dtype}.txt").write_text(text)
         ops = collections.Counter(m.group(1).split(".")[0] for m in OPCODE.finditer(text))

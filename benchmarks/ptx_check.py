@@ -9,8 +9,10 @@ shared arrays of size zero or of a non-constant size), and NVVM refuses what
 the simulator accepts too (a shared array defined twice: ERROR_INVALID_IR).
 Covers the mixtures' bulk kernel at every lanes-per-fit setting the engine
 uses (tol = 0, tol > 0, the block-wide float64 refit), and the TMAP's and
-HMM's bulk and wide kernels.  Prints, per kernel, ptxas' exit status,
-registers and spills.  Exits non-zero if any kernel fails.
+HMM's bulk and wide kernels, with the default :class:`bulkem.tuning.Tuning`
+(its lanes, threads and register caps, as the engines read them from the
+model's ``tuning``).  Prints, per kernel, ptxas' exit status, registers and
+spills.  Exits non-zero if any kernel fails.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ def _ptxas(ptx: str, regs: int | None) -> tuple[int, str]:
 
 def main() -> int:
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
-    from bulkem import config
     from bulkem.engines.cuda import bulk, wide
     from bulkem.kernels.fastmath import EXP_CONSTS
     from bulkem.models import MixtureModel, get
@@ -63,14 +64,14 @@ def main() -> int:
                    int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
                    int32[::1], float64[::1], xc, int64, float64, float64, float64, int64[::1],
                    int32[::1], float64[:, ::1])
-            lanes = {bulk.lanes_per_fit(0.0, dtype), bulk.lanes_per_fit(1e-6, dtype)}
+            lanes = {bulk.lanes_per_fit(0.0, dtype, m), bulk.lanes_per_fit(1e-6, dtype, m)}
             if dtype == "float64":
-                lanes.add(config.CUDA_LANES_PER_REFIT)
+                lanes.add(m.tuning.cuda_lanes_per_refit)
             for G in sorted(lanes):
                 try:
                     ptx, _ = cuda.compile_ptx(bulk.kernel(m, np.dtype(dtype), G).py_func, sig,
                                               cc=(9, 0))
-                    rc, info = _ptxas(ptx, config.CUDA_MAX_REGISTERS)
+                    rc, info = _ptxas(ptx, m.tuning.cuda_max_registers)
                 except Exception as e:  # NVVM refused the IR
                     rc, info = 1, f"{type(e).__name__}: {e}"
                 failed += rc != 0
@@ -89,7 +90,7 @@ def main() -> int:
                                      float64[::1]), None),
                 "wide estep": (estep, (data, int64, int64, fdt[::1], float64[:, ::1],
                                        int64[::1], float64[:, ::1], xc),
-                               config.WIDE_CUDA_MAX_REGISTERS),
+                               m.tuning.wide_cuda_max_registers),
                 "wide reduce": (reduce, (float64[:, ::1], int64, int64[::1], float64[::1],
                                          float64[::1], float64[::1], float64[::1], fdt[::1],
                                          int64, float64, int64, float64, float64, float64),
@@ -99,7 +100,7 @@ def main() -> int:
             sigs["bulk"] = (k, (data, data64, int64[::1], int64[::1], float64[::1],
                                 float64[:, ::1], int32[::1], int32[::1], float64[::1], xc, int64,
                                 float64, float64, float64, int64[::1], int32[::1],
-                                float64[:, ::1]), config.CUDA_MAX_REGISTERS)
+                                float64[:, ::1]), m.tuning.cuda_max_registers_units)
             for name, (kern, sig, regs) in sigs.items():
                 ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
                 rc, info = _ptxas(ptx, regs)

@@ -22,11 +22,11 @@ looks for it.  On the development machines (CUDA 13.0 toolkit, no driver)::
 from __future__ import annotations
 
 import argparse
-import ast
 import collections
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -34,9 +34,13 @@ import numpy as np
 from numba import cuda, float32, float64, int32, int64, types
 from numba.cuda import dispatcher as cuda_dispatcher
 
-from bulkem import config, models
+from bulkem import models
 from bulkem.engines.cuda import bulk
 from bulkem.kernels.fastmath import EXP_CONSTS
+from bulkem.tuning import DEFAULT, Tuning
+
+sys.path.insert(0, os.path.dirname(__file__))
+from tuning_args import from_items  # noqa: E402
 
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 TARGET = re.compile(r"`?\(?\.L_x_\d+\)?|0x([0-9a-f]+)")
@@ -48,11 +52,12 @@ class _Hopper:
     compute_capability = (9, 0)
 
 
-def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
+def compile_sass(family: str, m: int, d: int, dtype: str,
+                 tuning: Tuning = DEFAULT) -> tuple[str, str]:
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
     fam = models.get(family)
-    model = models.MixtureModel(fam, m, d)
-    kernel = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype))
+    model = models.MixtureModel(fam, m, d, tuning=tuning)
+    kernel = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype, model))
     fdt = float32 if dtype == "float32" else float64
     sig = (types.Tuple((fdt[::1], int64)), types.Tuple((float64[::1], int64)), int64[::1],
            int64[::1], float64[::1], float64[:, ::1], int32[::1], int32[::1], float64[::1],
@@ -62,7 +67,7 @@ def compile_sass(family: str, m: int, d: int, dtype: str) -> tuple[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
         src.write_text(ptx)
-        cap = config.CUDA_MAX_REGISTERS
+        cap = tuning.cuda_max_registers
         regs = ["-maxrregcount", str(cap)] if cap else []
         info = subprocess.run([os.environ.get("PTXAS", "ptxas"), "-arch=sm_90", "-O3", "-v", *regs,
                                str(src), "-o", str(cubin)], capture_output=True, text=True)
@@ -104,14 +109,13 @@ def main() -> None:
     ap.add_argument("--dims", type=int, default=1)
     ap.add_argument("--out", default=None, help="write the SASS listings here")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="set a bulkem.config value first, e.g. CUDA_MAX_REGISTERS=None")
+                    help="a Tuning field to compile with, e.g. cuda_max_registers=None (or "
+                         "the old upper-case config name, CUDA_MAX_REGISTERS=None)")
     args = ap.parse_args()
-    for item in args.set:
-        name, value = item.split("=", 1)
-        setattr(config, name, ast.literal_eval(value))
+    tuning = from_items(args.set)
     fp64 = {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX", "F2F", "I2F", "F2I", "MUFU"}
     for dtype in ("float64", "float32"):
-        sass, usage = compile_sass(args.family, args.components, args.dims, dtype)
+        sass, usage = compile_sass(args.family, args.components, args.dims, dtype, tuning)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             Path(args.out, f"sass_offline_{dtype}.txt").write_text(sass)

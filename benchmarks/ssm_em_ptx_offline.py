@@ -25,7 +25,6 @@ import numpy as np
 from numba import cuda, float64, int32, int64, types
 from numba.cuda import dispatcher as cuda_dispatcher
 
-from bulkem import config
 from bulkem.engines.cuda import bulk
 from bulkem.kernels.fastmath import EXP_CONSTS
 from bulkem.models.ssm.model import SSMModel
@@ -68,7 +67,7 @@ def main() -> None:
         lanes = bulk.lanes_per_fit(1e-6, np.float64, model)
         k = bulk.kernel(model, np.dtype("float64"), lanes)
         ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
-        print(f"{name:6} lanes={lanes} {assemble(ptx, config.CUDA_MAX_REGISTERS_UNITS)}",
+        print(f"{name:6} lanes={lanes} {assemble(ptx, model.tuning.cuda_max_registers_units)}",
               flush=True)
 
 

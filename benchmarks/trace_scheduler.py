@@ -4,13 +4,17 @@
 
 Runs ``bulkem.fit`` on the issue-4 batch with the scheduler's steps wrapped
 in timers, and prints, per run, each step's start and end (ms from the call)
-by thread, so that the gaps where the GPU waits for the host show.
+by thread, so that the gaps where the GPU waits for the host show.  Each run's
+settings (``--chunks``: ``Tuning.cuda_chunks_per_stream``; ``--lanes``:
+``Tuning.cuda_lanes_per_fit_tol0``) are a :class:`bulkem.tuning.Tuning` passed to
+``bulkem.fit``; the timers wrap functions of bulkem's modules.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import pstats
 import resource
 import threading
@@ -20,27 +24,32 @@ from collections import defaultdict
 import numpy as np
 
 import bulkem
-from bulkem import api, config, models
-from bulkem.engines import large
+from bulkem import api, models
+from bulkem.engines import select
 from bulkem.engines.cuda import buffers, scheduler
 from bulkem.engines.cuda import bulk as cuda_engine
 from bulkem.result import MixtureResult as FitResult
+from bulkem.tuning import DEFAULT
 
-DeviceNDArray = cuda_engine.cuda.cudadrv.devicearray.DeviceNDArray
+_devicearray = cuda_engine.cuda.cudadrv.devicearray
+DeviceNDArray = getattr(_devicearray, "DeviceNDArray", None) or _devicearray.FakeCUDAArray  # (sim.)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--dtype", default="float64")
-    ap.add_argument("--lanes", type=int, default=None, help="lanes per fit (default: config)")
+    ap.add_argument("--lanes", type=int, default=None,
+                    help="lanes per fit (default: Tuning.cuda_lanes_per_fit_tol0)")
     ap.add_argument("--datasets", type=int, default=100)
     ap.add_argument("--obs", type=int, default=2000)
     ap.add_argument("--starts", type=int, default=1000)
     ap.add_argument("--iters", type=int, default=100)
     args = ap.parse_args()
+    base = DEFAULT
     if args.lanes:  # the runs use tol=0
-        config.CUDA_LANES_PER_FIT_TOL0 = {"float64": args.lanes, "float32": args.lanes}
+        base = base.replace(cuda_lanes_per_fit_tol0={"float64": args.lanes,
+                                                     "float32": args.lanes})
     data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
     kw = dict(n_starts=args.starts, max_iter=args.iters, tol=0.0, seed=1, backend="cuda",
               dtype=args.dtype, progress=False)
@@ -67,7 +76,7 @@ def main() -> None:
     wrap(api, "resolve_backend", "backend")
     wrap(scheduler, "plan_chunks", "plan")
     wrap(scheduler, "_budget", "budget")
-    wrap(large, "use_large", "use_large")
+    wrap(select, "use_large", "use_large")
     wrap(cuda_engine.cuda, "device_array", "alloc")
     wrap(buffers, "take", "buffer")
     wrap(buffers, "_views", "views")
@@ -96,14 +105,13 @@ def main() -> None:
     wrap(FitResult, "assemble", "tables")
     wrap(FitResult, "before_fits", "before_fits")
     for chunks in args.chunks:
-        config.CUDA_CHUNKS_PER_STREAM = chunks
-        config.CUDA_MIN_CHUNK_FITS = 4096
-        bulkem.fit(data[:2], **{**kw, "n_starts": 2, "max_iter": 2})
+        tuning = base.replace(cuda_chunks_per_stream=chunks, cuda_min_chunk_fits=4096)
+        bulkem.fit(data[:2], **{**kw, "n_starts": 2, "max_iter": 2}, tuning=tuning)
         for _ in range(2):
             events.clear()
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t_zero[0] = time.perf_counter()
-            bulkem.fit(data, **kw)
+            bulkem.fit(data, **kw, tuning=tuning)
             total = (time.perf_counter() - t_zero[0]) * 1e3
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
             by = defaultdict(list)
@@ -115,7 +123,7 @@ def main() -> None:
     # what the tables cost on this host, by function
     fam = models.get("invgauss")
     pairs = fam.read(data, "dataset", "value", {})
-    model = fam.model(pairs, 2, {})
+    model = dataclasses.replace(fam.model(pairs, 2, {}), tuning=base)
     packed = model.pack(pairs)
     job = api.make_job(model, packed, args.starts, 1, None, np.dtype(args.dtype), args.iters, 0.0)
     job.draw_starts()

@@ -38,14 +38,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import bulkem  # noqa: E402
-from bulkem import config  # noqa: E402
 from bulkem.interop.datasets import simulate_tmap, tmap_truth  # noqa: E402
 from bulkem.models.tmap import empirical_moments, moments  # noqa: E402
+from bulkem.tuning import Tuning  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from bench_tmap import NumpyTMAP  # noqa: E402  (the baseline the benchmark times)
 
 ORDERS = (1, 2, 3)
+WIDE = Tuning(strategy="wide")  # the wide regime (the whole machine on one fit) whatever the size
 
 
 def gpu_available() -> tuple[bool, str]:
@@ -56,35 +57,28 @@ def gpu_available() -> tuple[bool, str]:
 
 def fit(data, backend: str, dtype: str, iters: int, seed: int, init=None):
     """One start, ``iters`` iterations, in the wide regime (the whole machine on one fit)."""
-    config.WIDE_REGIME = True
-    try:
-        with warnings.catch_warnings():  # (the warm-up's small grid)
-            warnings.simplefilter("ignore")
-            bulkem.fit(simulate_tmap(200, seed=9, as_frame=False), family="tmap", n_starts=1,
-                       max_iter=2, seed=1, backend=backend, dtype=dtype, progress=False)
-        t0 = time.perf_counter()
-        res = bulkem.fit(data, family="tmap", orders=ORDERS, n_starts=1, max_iter=iters,
-                         tol=0.0, seed=seed, backend=backend, dtype=dtype, init=init,
-                         progress=False)
-        return res, time.perf_counter() - t0
-    finally:
-        config.WIDE_REGIME = None
+    with warnings.catch_warnings():  # (the warm-up's small grid)
+        warnings.simplefilter("ignore")
+        bulkem.fit(simulate_tmap(200, seed=9, as_frame=False), family="tmap", n_starts=1,
+                   max_iter=2, seed=1, backend=backend, dtype=dtype, progress=False, tuning=WIDE)
+    t0 = time.perf_counter()
+    res = bulkem.fit(data, family="tmap", orders=ORDERS, n_starts=1, max_iter=iters,
+                     tol=0.0, seed=seed, backend=backend, dtype=dtype, init=init,
+                     progress=False, tuning=WIDE)
+    return res, time.perf_counter() - t0
 
 
 def loglik_curve(data, backend: str, dtype: str, start: dict, iters: int) -> np.ndarray:
     """The log-likelihood after 0, 1, ..., ``iters`` iterations: one iteration per call,
     each from the previous call's parameters (EM's state is its parameters)."""
-    config.WIDE_REGIME = True
-    try:
-        out, p = [loglik_at(data, start)], start
-        for _ in range(iters):
-            res = bulkem.fit(data, family="tmap", orders=ORDERS, n_starts=1, max_iter=1,
-                             tol=0.0, backend=backend, dtype=dtype, init=p, progress=False)
-            out.append(res.summary.loglik[0])
-            p = res.params(0)
-        return np.array(out)
-    finally:
-        config.WIDE_REGIME = None
+    out, p = [loglik_at(data, start)], start
+    for _ in range(iters):
+        res = bulkem.fit(data, family="tmap", orders=ORDERS, n_starts=1, max_iter=1,
+                         tol=0.0, backend=backend, dtype=dtype, init=p, progress=False,
+                         tuning=WIDE)
+        out.append(res.summary.loglik[0])
+        p = res.params(0)
+    return np.array(out)
 
 
 def loglik_at(runs, params: dict) -> float:
