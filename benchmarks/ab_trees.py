@@ -4,8 +4,8 @@
     python benchmarks/ab_trees.py old_tree . --rounds 3
 
 Each tree runs in its own long-lived worker process (``PYTHONPATH=<tree>``): the workers
-compile every workload once (side by side), then time one round each in turn, A, B, A, B...,
-so that both see the same machine state.  A round times each workload's whole
+compile every workload once (side by side), then time one round each in turn, in the
+order A B, B A, A B... (neither always goes first), so that both see the same machine state.  A round times each workload's whole
 ``bulkem.fit`` / ``kalman_loglik`` call once (compilation excluded).  The table gives each
 tree's median seconds, the ratio B / A and the spread of the rounds.  The workloads use
 the public API only, so any two trees of the package can be compared:
@@ -124,8 +124,9 @@ def main() -> int:
     print(f"warm-up (compile + one call each, side by side): {time.perf_counter() - t0:.0f} s",
           flush=True)
     times = {tree: {w: [] for w in WORKLOADS} for tree in args.trees}
+    pairs = list(zip(args.trees, procs, strict=True))
     for r in range(args.rounds):
-        for tree, p in zip(args.trees, procs, strict=True):
+        for tree, p in (pairs if r % 2 == 0 else pairs[::-1]):
             p.stdin.write("run\n")
             p.stdin.flush()
             got = json.loads(p.stdout.readline())

@@ -391,14 +391,22 @@ class Tuning:
 
     def key(self, where: str = "model") -> str:
         """The fields compiled into the models' pieces (``"model"``: part of every model's
-        ``key``) or into the CUDA engines' kernels (``"cuda"``), with their values."""
-        return repr(sorted((f.name, _plain(getattr(self, f.name)))
-                           for f in dataclasses.fields(self)
-                           if f.metadata.get("compiled") == where))
+        ``key``) or into the CUDA engines' kernels (``"cuda"``), with their values.
+
+        Computed once per tuning (the engines read it at every kernel lookup)."""
+        cache = vars(self).setdefault("_keys", {})  # (not a field: no effect on == or repr)
+        if where not in cache:
+            cache[where] = repr(sorted((f.name, _plain(getattr(self, f.name)))
+                                       for f in dataclasses.fields(self)
+                                       if f.metadata.get("compiled") == where))
+        return cache[where]
 
     def __hash__(self) -> int:
-        return hash(repr([(f.name, _plain(getattr(self, f.name)))
-                          for f in dataclasses.fields(self)]))
+        cache = vars(self).setdefault("_keys", {})
+        if "hash" not in cache:
+            cache["hash"] = hash(repr([(f.name, _plain(getattr(self, f.name)))
+                                       for f in dataclasses.fields(self)]))
+        return cache["hash"]
 
 
 def _plain(value: Any) -> Any:
