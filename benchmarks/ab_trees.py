@@ -5,8 +5,9 @@
 
 Each tree runs in its own long-lived worker process (``PYTHONPATH=<tree>``): the workers
 compile every workload once (side by side), then time one round each in turn, in the
-order A B, B A, A B... (neither always goes first), so that both see the same machine state.  A round times each workload's whole
-``bulkem.fit`` / ``kalman_loglik`` call once (compilation excluded).  The table gives each
+order A B, B A, A B... (neither always goes first), so that both see the same machine
+state.  A round times each workload's whole ``bulkem.fit`` / ``kalman_loglik`` call once
+(compilation excluded).  The table gives each
 tree's median seconds, the ratio B / A and the spread of the rounds.  The workloads use
 the public API only, so any two trees of the package can be compared:
 
