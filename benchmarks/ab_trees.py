@@ -79,13 +79,13 @@ def _calls(inputs: dict, backend: str, small: bool) -> dict:
     }
 
 
-def worker(backend: str, small: bool) -> None:
+def worker(backend: str, small: bool, only: list[str]) -> None:
     """Read commands from stdin: ``warm`` (compile: each call once), ``run`` (time each
     call once, print a JSON line), ``quit``."""
     import bulkem
 
     inputs = _inputs(small)
-    calls = _calls(inputs, backend, small)
+    calls = {k: v for k, v in _calls(inputs, backend, small).items() if k in only}
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "quit":
@@ -104,16 +104,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--only", default=",".join(WORKLOADS),
+                    help="comma list of workloads to time (default: all)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.backend, args.small)
+        worker(args.backend, args.small, args.only.split(","))
         return 0
     here = os.path.abspath(__file__)
     procs = []
     for tree in args.trees:
         env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
-        cmd = [sys.executable, here, *args.trees, "--worker", "--backend", args.backend]
+        cmd = [sys.executable, here, *args.trees, "--worker", "--backend", args.backend,
+               "--only", args.only]
         procs.append(subprocess.Popen(cmd + (["--small"] if args.small else []), env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                       cwd=os.path.abspath(tree)))
@@ -124,16 +127,17 @@ def main() -> int:
     warm = [json.loads(p.stdout.readline()) for p in procs]
     print(f"warm-up (compile + one call each, side by side): {time.perf_counter() - t0:.0f} s",
           flush=True)
-    times = {tree: {w: [] for w in WORKLOADS} for tree in args.trees}
+    workloads = [w for w in WORKLOADS if w in args.only.split(",")]
+    times = {tree: {w: [] for w in workloads} for tree in args.trees}
     pairs = list(zip(args.trees, procs, strict=True))
     for r in range(args.rounds):
         for tree, p in (pairs if r % 2 == 0 else pairs[::-1]):
             p.stdin.write("run\n")
             p.stdin.flush()
             got = json.loads(p.stdout.readline())
-            for w in WORKLOADS:
+            for w in workloads:
                 times[tree][w].append(got[w])
-            print(f"round {r + 1} {tree}: " + ", ".join(f"{w} {got[w]:.3f}" for w in WORKLOADS),
+            print(f"round {r + 1} {tree}: " + ", ".join(f"{w} {got[w]:.3f}" for w in workloads),
                   flush=True)
     for p in procs:
         p.stdin.write("quit\n")
@@ -142,12 +146,12 @@ def main() -> int:
     a, b = args.trees
     print(f"\n| workload | A = {a} (s, median) | B = {b} (s, median) | B / A | rounds "
           "(A; B) |\n|---|---|---|---|---|")
-    for w in WORKLOADS:
+    for w in workloads:
         ma, mb = statistics.median(times[a][w]), statistics.median(times[b][w])
         spread = "; ".join(", ".join(f"{x:.3f}" for x in times[t][w]) for t in (a, b))
         print(f"| {w} | {ma:.3f} | {mb:.3f} | {mb / ma:.3f} | {spread} |")
     print("\nfirst calls (compile included): " + "; ".join(
-        f"{t['tree']}: " + ", ".join(f"{w} {t[w]:.1f}" for w in WORKLOADS) for t in warm))
+        f"{t['tree']}: " + ", ".join(f"{w} {t[w]:.1f}" for w in workloads) for t in warm))
     return 0
 
 
