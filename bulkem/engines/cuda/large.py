@@ -90,14 +90,13 @@ def _kernels(family, M, D, dtype, plan):
 def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads, tau):
     WARP = WARP_SIZE
     cdt = float32 if dtype == np.float32 else float64
-    dev = device
-    accum_f = dev(family.accum)
-    coef_f = dev(family.coef)
-    ecoef_f = dev(family.exact_coef)
-    exact_f = dev(family.exact_logdens)
-    term_f = dev(family.coef_bound)
-    mstep_f = dev(family.mstep)
-    stop_f = make_stop(dev)
+    accum_f = device(family.accum)
+    coef_f = device(family.coef)
+    ecoef_f = device(family.exact_coef)
+    exact_f = device(family.exact_logdens)
+    term_f = device(family.coef_bound)
+    mstep_f = device(family.mstep)
+    stop_f = make_stop(device)
     EPS4 = 4.0 * float(np.finfo(dtype).eps)  # rounding of the linear form: see fused.make_bound
     TAU = tau
 
