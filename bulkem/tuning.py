@@ -110,8 +110,10 @@ class Tuning:
     ``tuning.replace(cpu_chunk_fits=64)``.  Per-dtype fields take a dict.
     """
 
-    # Relative fall of the log-likelihood tolerated as rounding, by compute dtype.
-    decrease_rtol: Mapping[str, float] = compiled({"float64": 1e-9, "float32": 1e-4})
+    # Relative fall of the log-likelihood tolerated as rounding, by compute dtype (passed
+    # to the kernels at run time).
+    decrease_rtol: Mapping[str, float] = field(
+        default_factory=lambda: FrozenMap({"float64": 1e-9, "float32": 1e-4}))
 
     # E-step: observations a lane (CPU: a fit) takes between two flushes of its
     # per-observation sums into the float64 totals, by compute dtype.  A block's

@@ -86,7 +86,7 @@ def make_em(model, dtype, target):
     callable
         ``em(data, data64, lo, hi, lane, step, const, params, tot, coef, work,
         stats, scratch, work64, scratch64, back, buf, xc, max_iter, tol,
-        drop_rtol, reg) -> (status, n_iter, loglik)``: ``data`` is the
+        drop_rtol, drop64, reg) -> (status, n_iter, loglik)``: ``data`` is the
         model's batch tuple in the compute dtype and ``data64`` in float64
         (the same tuple in float64), ``lo, hi`` the dataset's items, ``const``
         its constant log-likelihood term; ``params`` (float64) is updated in
@@ -95,7 +95,9 @@ def make_em(model, dtype, target):
         ``coef``, ``stats`` and ``back`` (parameters) float64, ``work`` and
         ``scratch`` in the compute dtype, ``work64`` and ``scratch64`` the
         same in float64 (for a float32 fit's float64 passes), ``buf`` the
-        lane's buffer.  ``xc`` is ``EXP_CONSTS``.
+        lane's buffer.  ``xc`` is ``EXP_CONSTS``.  ``drop_rtol`` is the
+        tolerated fall (``Tuning.decrease_rtol``) of the compute dtype, ``drop64``
+        that of float64 (a float32 fit's float64 refit, on targets that refit).
     """
     sizes = model.sizes()
     NS = sizes.stats
@@ -104,7 +106,6 @@ def make_em(model, dtype, target):
     NARROW = dtype != np.float64
     REDO_HERE = target.redo_here
     REDO = REDO_FLOAT64
-    DROP64 = model.tuning.decrease_rtol["float64"]
     allreduce = target.allreduce
     allreduce_vec = target.allreduce_vec
     wide = model.pieces(np.float64, target)
@@ -113,7 +114,7 @@ def make_em(model, dtype, target):
     setup64, prepare64, estep64 = wide.setup, wide.prepare, wide.estep
 
     def em(data, data64, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch,
-           work64, scratch64, back, buf, xc, max_iter, tol, drop_rtol, reg):
+           work64, scratch64, back, buf, xc, max_iter, tol, drop_rtol, drop64, reg):
         for k in range(NT):
             tot[k] = 0.0
         setup64(data64, lo + lane, hi, step, tot)
@@ -135,7 +136,7 @@ def make_em(model, dtype, target):
         for k in range(NP):  # float32 gave up: the fit again, in float64, from its start
             params[k] = back[k]
         return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
-                      scratch64, buf, xc, max_iter, tol, DROP64, reg)
+                      scratch64, buf, xc, max_iter, tol, drop64, reg)
 
     return target.jit(em)
 

@@ -30,7 +30,7 @@ def runner(model, dtype):
 
     @njit_cached(key, parallel=True)
     def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
-            tol, drop_rtol, reg, n_buf):
+            tol, drop_rtol, drop64, reg, n_buf):
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
             tot = np.empty(NT)
@@ -44,7 +44,7 @@ def runner(model, dtype):
             buf = np.empty(n_buf)
             st, it, ll = em(data, data64, offsets[d], offsets[d + 1], 0, 1, const[d], params[f],
                             tot, coef, work, stats, scratch, work64, scratch64, back, buf, xc,
-                            max_iter, tol, drop_rtol, reg)
+                            max_iter, tol, drop_rtol, drop64, reg)
             status[f] = st
             n_iter[f] = it
             loglik[f] = ll
@@ -83,5 +83,5 @@ def run_fits(job, progress, on_starts=None) -> None:
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
-            job.tol, job.drop_rtol, job.reg, n_buf)
+            job.tol, job.drop_rtol, tuning.decrease_rtol["float64"], job.reg, n_buf)
         progress(hi - lo)

@@ -42,10 +42,11 @@ def _cpu_runner(model, dtype):
     cdt = np.dtype(dtype).type
 
     @njit_cached(key)
-    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, reg):
+    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, drop64, reg):
         return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
                   np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
-                  np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, reg)
+                  np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, drop64,
+                  reg)
 
     _cpu_runners[key] = run
     return run
@@ -64,7 +65,8 @@ def run_fits(job, progress) -> None:
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
         st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
-                         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg)
+                         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol,
+                         job.tuning.decrease_rtol["float64"], job.reg)
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll

@@ -236,7 +236,7 @@ def kernel(model, dtype, lanes: int = _WARP):
         d = fit_ds[f]
         st, it, ll = em(data, data64, offsets[d], offsets[d + 1], lane, G, const[d], params,
                         tot, coef, work, stats, scratch, work64, scratch64, back, row, xc,
-                        max_iter, tol, drop_rtol, reg)
+                        max_iter, tol, drop_rtol, drop_rtol, reg)  # (no refit here: REDO)
         if lane == 0:
             status[f] = st
             n_iter[f] = it
