@@ -53,11 +53,19 @@ def backend(request) -> str:
 
 @pytest.fixture
 def tuning(backend):
-    """The tuning of a test over engines: CUDA with two fits per block, so that several
-    blocks run on tiny inputs."""
+    """The tuning of a test over engines: CUDA with two warps per block, so that several
+    blocks run on tiny inputs; under the simulator also 4 lanes per fit (and as many for a
+    float32 fit's float64 refit as a float64 batch has), not 32: it runs a Python thread per
+    CUDA thread, and a fit on 32 of them took 10x as long (the 32-lane fit keeps its own
+    simulator tests, e.g. tests/test_engines.py::test_cpu_and_cuda_agree)."""
     from bulkem.tuning import Tuning
 
-    return Tuning(cuda_warps_per_block=2) if backend == "cuda" else Tuning()
+    if backend != "cuda":
+        return Tuning()
+    if not SIMULATED:
+        return Tuning(cuda_warps_per_block=2)
+    return Tuning(cuda_warps_per_block=2, cuda_lanes_per_fit=4,
+                  cuda_lanes_per_fit_tol0={"float64": 4, "float32": 4}, cuda_lanes_per_refit=None)
 
 
 # Blocks, tiles and grids of the one-large-dataset regime small enough for tiny data, and
