@@ -84,6 +84,12 @@ def _block_obs(dtype, n_components: int, block: int) -> int:
     return max(block, 1)
 
 
+def _log_prod(p):
+    """``log(p)``, ``-inf`` at 0 as on the GPU and the CPU; the CUDA simulator runs Python's
+    ``math.log``, which raises there (a start whose block of densities all underflow)."""
+    return -math.inf if p == 0.0 else math.log(p)
+
+
 def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0,
               by_stat: bool = False, *, block_obs: int) -> Pass:
     """Build the E-step pieces of the driver.
@@ -149,6 +155,7 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
     exact_f = jit(family.exact_logdens)
     accum_f = jit(family.accum)
     exp_neg, recip = make_math(dtype, jit, approx)
+    log_prod = jit(_log_prod)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
     BLOCK = np.uint64(_block_obs(dtype, M, block_obs))
@@ -221,7 +228,7 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
                     for m in range(FIRST, M):
                         accum_f(part, m, t[m] * q, D, feat, ust, j)
                 j += ustep
-            ll += math.log(np.float64(prod)) + (0.5 if M == 2 else 1.0) * np.float64(top_sum)
+            ll += log_prod(np.float64(prod)) + (0.5 if M == 2 else 1.0) * np.float64(top_sum)
             for k in range(K0, NS):
                 stats[k] += part[k]
             i = end
@@ -258,7 +265,7 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
                 for m in range(FIRST, M):
                     accum_f(part, m, t[m] * q, D, feat, ust, j)
                 j += ustep
-            ll += math.log(np.float64(prod)) + np.float64(top_sum)
+            ll += log_prod(np.float64(prod)) + np.float64(top_sum)
             for k in range(K0, NS):
                 stats[k] += part[k]
             i = end
