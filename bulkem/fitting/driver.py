@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from ..kernels.target import kernel
 from ..tuning import CONVERGED, DEGENERATE_DECREASE, DEGENERATE_NONFINITE, MAX_ITER, REDO_FLOAT64
 
 
@@ -100,7 +101,6 @@ def make_em(model, dtype, target):
         that of float64 (a float32 fit's float64 refit, on targets that refit).
     """
     sizes = model.sizes()
-    NS = sizes.stats
     NT = sizes.totals
     NP = sizes.params
     NARROW = dtype != np.float64
@@ -108,9 +108,9 @@ def make_em(model, dtype, target):
     REDO = REDO_FLOAT64
     allreduce = target.allreduce
     allreduce_vec = target.allreduce_vec
-    wide = model.pieces(np.float64, target)
-    loop64 = _make_loop(wide, NS, target, give_up=False)
-    loop = _make_loop(model.pieces(dtype, target), NS, target, give_up=True) if NARROW else loop64
+    wide = _pieces(model, np.float64, target)
+    loop64 = _loop(model, np.float64, target, give_up=False)
+    loop = _loop(model, dtype, target, give_up=True) if NARROW else loop64
     setup64, prepare64, estep64 = wide.setup, wide.prepare, wide.estep
 
     def em(data, data64, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch,
@@ -141,13 +141,46 @@ def make_em(model, dtype, target):
     return target.jit(em)
 
 
-def _make_loop(pieces, NS, target, give_up: bool):
+_cpu_kept: dict = {}
+
+
+def _pieces(model, dtype, target):
+    """``model.pieces(dtype, target)``, kept per (model, dtype, target) on the CPU targets:
+    the functions a model compiles on their own (the mixtures' tiled passes) then compile
+    once for the float64 kernel and the float32 kernel's float64 passes."""
+    if target.name == "cuda":
+        return model.pieces(dtype, target)
+    key = ("pieces", model.key, np.dtype(dtype).name, target.name)
+    if key not in _cpu_kept:
+        _cpu_kept[key] = model.pieces(dtype, target)
+    return _cpu_kept[key]
+
+
+def _loop(model, dtype, target, give_up: bool):
+    """The EM iterations of one compute dtype (:func:`_make_loop`), for :func:`make_em`.
+
+    On the CPU targets a function of its own, not inlined into the fit's kernel, and
+    kept per (model, dtype, target): the float32 kernel's float64 refit is then the float64
+    kernel's loop, compiled once.  It runs once per fit: no cost.  On the GPU a device
+    function, inlined by the target.
+    """
+    pieces = _pieces(model, dtype, target)
+    ns = model.sizes().stats
+    if target.name == "cuda":
+        return _make_loop(pieces, ns, target, give_up, target.jit)
+    key = ("loop", model.key, np.dtype(dtype).name, target.name, give_up)
+    if key not in _cpu_kept:
+        _cpu_kept[key] = _make_loop(pieces, ns, target, give_up, kernel())
+    return _cpu_kept[key]
+
+
+def _make_loop(pieces, NS, target, give_up: bool, jit):
     """The EM iterations of :func:`make_em` with one set of pieces (one compute dtype).
 
     ``loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats,
     scratch, buf, xc, max_iter, tol, drop_rtol, reg) -> (status, n_iter,
-    loglik)``.  With ``give_up``, a fit it would stop as degenerate returns
-    status -1 instead.
+    loglik)``, compiled with ``jit``.  With ``give_up``, a fit it would stop as
+    degenerate returns status -1 instead.
     """
     prepare_f, estep_f, complete_f, mstep_f = (pieces.prepare, pieces.estep, pieces.complete,
                                                pieces.mstep)
@@ -180,7 +213,7 @@ def _make_loop(pieces, NS, target, give_up: bool):
             ll_prev = ll
             it += 1
 
-    return target.jit(loop)
+    return jit(loop)
 
 
 def gave_up(status: int) -> bool:
