@@ -85,6 +85,11 @@ class Job:
         """The tuning the engines run this job with (the model's)."""
         return self.model.tuning
 
+    @property
+    def drop_rtol64(self) -> float:
+        """The tolerated fall of a float64 fit (a float32 fit's float64 refit included)."""
+        return self.tuning.decrease_rtol["float64"]
+
     def kernel_data(self) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The model's kernel arrays of the whole batch (``model.kernel_data``), on first use.
 

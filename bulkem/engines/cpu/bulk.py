@@ -83,5 +83,5 @@ def run_fits(job, progress, on_starts=None) -> None:
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
-            job.tol, job.drop_rtol, tuning.decrease_rtol["float64"], job.reg, n_buf)
+            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf)
         progress(hi - lo)

@@ -65,8 +65,8 @@ def run_fits(job, progress) -> None:
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
         st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
-                         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol,
-                         job.tuning.decrease_rtol["float64"], job.reg)
+                         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.drop_rtol64,
+                         job.reg)
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll

@@ -138,7 +138,7 @@ def run_fits(job, progress) -> None:
         if narrow_dt and gave_up(st):  # fitted again in float64, from its start
             job.params[f] = job.init[f]
             st, it, ll = loop64(data64, *args, job.max_iter, job.tol,
-                                job.tuning.decrease_rtol["float64"], job.reg)
+                                job.drop_rtol64, job.reg)
         elif narrow_dt:  # the returned log-likelihood: one float64 E-step at the parameters
             ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg)[2]
         job.status[f] = st

@@ -398,7 +398,7 @@ def launch(job, chunk, stream) -> Running:
         # on the same stream: no waiting here.  The grid has room for all.
         _pick[(n + 255) // 256, 256, stream](status, REDO_FLOAT64, picked, n_picked)
         refit[regrid, rethreads, stream](data64, data64, offsets, fit_ds, const, *common,
-                                         tuning.decrease_rtol["float64"], job.reg, picked,
+                                         job.drop_rtol64, job.reg, picked,
                                          n_picked, lane_buf)
     back, end = layout[p][0], layout[p + 4][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable

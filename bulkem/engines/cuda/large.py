@@ -479,7 +479,7 @@ def run_fits(job, progress) -> None:
     if narrow:
         fits[job.dtype.name] = _CudaFits(job, stream, job.dtype, feat64=fits["float64"].feat)
 
-    drop64 = job.tuning.decrease_rtol["float64"]
+    drop64 = job.drop_rtol64
     totals: dict = {}
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]

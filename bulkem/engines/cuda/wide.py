@@ -381,7 +381,7 @@ def run_fits(job, progress) -> None:
             fstate = cuda.to_device(np.zeros(3), stream=stream)
             more, state = _loop(job, dev, dev.k64, dev.data64, dev.work64, params_g, istate,
                                 fstate, stream, float(const[d]),
-                                job.tuning.decrease_rtol["float64"])
+                                job.drop_rtol64)
             seconds += more
             iters += int(state[1]) + 1
         fs = fstate.copy_to_host(stream=stream)
