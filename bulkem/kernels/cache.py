@@ -24,14 +24,16 @@ folder when those are read-only).
 
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
+import json
 import os
+import time
 from pathlib import Path
 
 from numba import config as numba_config
 from numba import njit
+from numba.core import event as numba_event
 from numba.core.bytecode import FunctionIdentity
 from numba.core.caching import FunctionCache
 
@@ -88,22 +90,38 @@ def enabled() -> bool:
     return os.environ.get("BULKEM_NO_CACHE", "") not in ("1", "true", "yes")
 
 
-_compiled_log: list = []  # (name, key) of every kernel compiled here, with BULKEM_COMPILE_LOG
+_logged_keys: dict = {}  # id(dispatcher) -> its key, for BULKEM_COMPILE_LOG
 
 
-def _log_compiles() -> None:
-    """With ``BULKEM_COMPILE_LOG=FILE``: append the kernels this process compiled (not
-    loaded from the disk cache) to FILE at exit, a line each (a test-time diagnostic)."""
-    path = os.environ.get("BULKEM_COMPILE_LOG")
-    lines = [f"{name} {key}" for name, key, disp in _compiled_log
-             if sum(disp.stats.cache_misses.values())]
-    if path and lines:
-        with open(path, "a") as fh:
-            fh.write("".join(line + "\n" for line in lines))
+class _CompileLog(numba_event.Listener):
+    """With ``BULKEM_COMPILE_LOG=FILE``: a JSON line appended to FILE for every top-level
+    compilation in this process as it ends (a test-time diagnostic: which kernels compile,
+    where, for how long): ``t`` (end, epoch seconds), ``pid``, ``name``, ``key`` (a
+    :func:`njit_cached` kernel's key, else the argument types) and ``seconds``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.stack: list = []
+
+    def on_start(self, event) -> None:
+        self.stack.append(time.perf_counter())
+
+    def on_end(self, event) -> None:
+        seconds = time.perf_counter() - self.stack.pop()
+        if self.stack:  # a callee, inside its caller's compilation
+            return
+        disp = event.data.get("dispatcher")
+        func = getattr(disp, "py_func", None)
+        key = _logged_keys.get(id(disp)) or str(event.data.get("args"))[:300]
+        line = json.dumps({"t": round(time.time(), 3), "pid": os.getpid(),
+                           "name": getattr(func, "__qualname__", str(disp)), "key": key,
+                           "seconds": round(seconds, 3)})
+        with open(self.path, "a") as fh:
+            fh.write(line + "\n")
 
 
 if os.environ.get("BULKEM_COMPILE_LOG"):
-    atexit.register(_log_compiles)
+    numba_event.register("numba:compile", _CompileLog(os.environ["BULKEM_COMPILE_LOG"]))
 
 
 def njit_cached(key: tuple, **options):
@@ -126,7 +144,7 @@ def njit_cached(key: tuple, **options):
             except RuntimeError:  # pragma: no cover - no writable cache location
                 pass
         if os.environ.get("BULKEM_COMPILE_LOG"):
-            _compiled_log.append((py_func.__qualname__, repr(key)[:300], disp))
+            _logged_keys[id(disp)] = repr(key)
         return disp
 
     return wrap
