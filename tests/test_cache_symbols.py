@@ -108,3 +108,61 @@ def test_two_families_in_one_process_give_the_tables_of_each_alone(tmp_path):
     assert {row[0] for rows in alone.values() for row in rows} <= {"converged", "max_iter"}
     for order in (["gaussian", "invgauss"], ["invgauss", "gaussian"]):
         assert json.loads(_run(["fits.py", *order], env, tmp_path)) == alone
+
+
+# A kernel compiled slowly (its compiler held for a second first), so that two processes
+# started together both reach it before either has saved it.
+SLOW = textwrap.dedent("""
+    import sys
+    import time
+
+    import numpy as np
+
+    from bulkem.kernels.cache import njit_cached
+
+
+    def make(c):
+        @njit_cached(("test_cache_lock", sys.argv[1], c))
+        def kernel(x):
+            return x.sum() * c
+
+        compile_once = kernel._compiler.compile
+
+        def slowly(*args, **kwargs):
+            time.sleep(1.0)
+            return compile_once(*args, **kwargs)
+
+        kernel._compiler.compile = slowly
+        return kernel
+
+
+    print([make(float(c))(np.arange(4.0)) for c in sys.argv[2:]])
+""")
+
+
+def test_processes_wait_for_a_kernel_another_compiles_and_never_mix_two_up(tmp_path):
+    """Processes sharing the disk cache (pytest's workers, R's Python, the vignettes): a
+    kernel that one of them is compiling is waited for and loaded by the others, not
+    compiled again (without the lock all three compiled it); and two kernels of one
+    function saved at about the same time each keep their own code (numba's index and
+    data files are written under a lock: unlocked, two processes could give two kernels
+    one data file, though this test does not hit that window reliably)."""
+    (tmp_path / "slow.py").write_text(SLOW)
+    env = _env(tmp_path / "cache")
+    log = tmp_path / "compiles.jsonl"
+    env["BULKEM_COMPILE_LOG"] = str(log)
+    token = str(os.getpid())
+
+    def together(*argvs):
+        children = [subprocess.Popen([sys.executable, "slow.py", token, *argv], env=env,
+                                     cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+                    for argv in argvs]
+        return [child.communicate(timeout=900)[0].strip().splitlines()[-1]
+                for child in children]
+
+    assert together(["2"], ["2"], ["2"]) == ["[12.0]"] * 3
+    compiles = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len([c for c in compiles if c["name"] == "make.<locals>.kernel"]) == 1
+    # two kernels of one function compiled and saved at once, then loaded together
+    assert together(["3"], ["5"]) == ["[18.0]", "[30.0]"]
+    assert together(["5", "3"]) == ["[30.0, 18.0]"]

@@ -17,6 +17,11 @@ the first one loaded, so the second family's kernel ran the first family's EM
 (numba issue #10486).  :func:`unique_symbol_ids` makes the counter's values
 random 62-bit numbers, so that two compilations never share a symbol.
 
+Processes share the cache (the test command runs pytest's workers, R's Python and
+the vignettes at once): a kernel that one process is compiling is waited for and
+loaded by the others, and numba's index and data files are read and written under
+a lock (:class:`_KeyedCache`).
+
 ``BULKEM_NO_CACHE=1`` turns the disk cache off; numba's ``NUMBA_CACHE_DIR`` says
 where the files go (by default beside the sources, or in the user's cache
 folder when those are read-only).
@@ -24,12 +29,18 @@ folder when those are read-only).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import time
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the cache goes unlocked
+    fcntl = None
 
 from numba import config as numba_config
 from numba import njit
@@ -74,16 +85,126 @@ def source_hash() -> str:
 
 
 class _KeyedCache(FunctionCache):
-    """numba's function cache with the index key given, not derived from the closure."""
+    """numba's function cache with the index key given, not derived from the closure,
+    and safe to share between processes that compile at the same time (see
+    :func:`_locked`): the index and data files are read and written under a lock, and a
+    kernel that another process is compiling is waited for and loaded, not compiled twice
+    (pytest's workers, R's Python and the vignettes of the test command share one cache).
+    """
 
     def __init__(self, py_func, key: str) -> None:
         super().__init__(py_func)
         self._bulkem_key = key
+        self._compiling = None  # the lock held while this process compiles a kernel
 
     def _index_key(self, sig, codegen):
         # numba's optimisation level too: kernels compiled with NUMBA_OPT=0 (the test
         # command's, for compile time) are never loaded by a run at the default level
         return (sig, codegen.magic_tuple(), numba_config.OPT, self._bulkem_key)
+
+    def _lock_path(self, what: str) -> str:
+        return os.path.join(self._cache_path, f"{self._cache_file._index_name}.{what}.lock")
+
+    def load_overload(self, sig, target_context):
+        try:
+            self._impl.locator.ensure_cache_path()  # (for the lock files)
+        except OSError:  # pragma: no cover - numba falls back to no cache
+            pass
+        with _locked(self._lock_path("index")):
+            data = super().load_overload(sig, target_context)
+        if data is not None or not self._enabled:
+            return data
+        # Not on disk: compile it here, unless another process is compiling it now; then
+        # wait for that (the lock), and load what it saved.
+        what = hashlib.sha256(repr(self._index_key(sig, target_context.codegen()))
+                              .encode()).hexdigest()[:16]
+        lock = _acquire(self._lock_path(what))
+        with _locked(self._lock_path("index")):
+            data = super().load_overload(sig, target_context)
+        if data is not None:
+            _release(lock)
+        else:
+            self._compiling = lock  # released once saved (or the compilation failed)
+        return data
+
+    def save_overload(self, sig, data):
+        try:
+            with _locked(self._lock_path("index")):
+                super().save_overload(sig, data)
+        finally:
+            self.compiled()
+
+    def compiled(self) -> None:
+        """Let other processes at this kernel (this one's compilation ended)."""
+        lock, self._compiling = self._compiling, None
+        if lock is not None:
+            _release(lock)
+
+
+# How long a process waits for another that compiles the kernel it needs before it
+# compiles the kernel itself (the largest kernels compile in about two minutes).
+LOCK_WAIT_S = 900.0
+
+
+def _acquire(path: str):
+    """An exclusive ``flock`` on ``path`` (created if need be), waited for up to
+    :data:`LOCK_WAIT_S`; None where locks cannot be taken (the caller goes on unlocked)."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.05)
+        except OSError:  # a file system without locks
+            os.close(fd)
+            return None
+
+
+def _release(fd) -> None:
+    if fd is not None:
+        os.close(fd)  # (closing drops the flock)
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    """Hold :func:`_acquire`'s lock on ``path`` for a block.
+
+    numba's index file maps each kernel key to a data file; two processes that save
+    kernels of one function at the same time could each give its kernel the same data
+    file, and a third would then load one kernel's code for the other's key.
+    """
+    fd = _acquire(path)
+    try:
+        yield
+    finally:
+        _release(fd)
+
+
+class _CompileEnd(numba_event.Listener):
+    """Releases a kernel's compile lock when its compilation fails (a success releases it
+    once the kernel is saved, in ``_KeyedCache.save_overload``)."""
+
+    def on_start(self, event) -> None:
+        pass
+
+    def on_end(self, event) -> None:
+        if event.is_failed:
+            cache = getattr(event.data.get("dispatcher"), "_cache", None)
+            if isinstance(cache, _KeyedCache):
+                cache.compiled()
+
+
+numba_event.register("numba:compile", _CompileEnd())
 
 
 def enabled() -> bool:
