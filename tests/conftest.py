@@ -71,7 +71,9 @@ def tuning(backend):
 # Blocks, tiles and grids of the one-large-dataset regime small enough for tiny data, and
 # small E-step blocks (tests/test_gaussian.py and test_exact.py share them: compiled once;
 # each (family, components, dimensions, dtype, compiled tuning) is a kernel to compile, so
-# the tests share a few shapes: Gaussian (2, 1), (2, 2), (3, 2), inverse Gaussian 2 and 3).
+# the tests share a few shapes: Gaussian (2, 1) in both regimes and dtypes, (3, 2) for more
+# components and dimensions, (2, 2) float64 bulk, inverse Gaussian 2; see
+# BULKEM_COMPILE_LOG in bulkem/kernels/cache.py for which tests compile what).
 SMALL_LARGE = dict(estep_block_obs={"float64": 16, "float32": 16}, large_cuda_threads=64,
                    large_cuda_tile=16, large_cuda_max_blocks=2, large_cuda_reduce_cols=8,
                    large_cuda_reduce_threads=32, large_cuda_check_every=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
-from conftest import assert_starts_match_ig_oracle, demo
+from conftest import SIMULATED, assert_starts_match_ig_oracle, demo
 from reference import ig_em, ig_mix_loglik
 
 import bulkem
@@ -135,6 +135,10 @@ def test_float32_fit_that_gives_up_is_the_float64_fit(backend, tuning, seed, ref
     comparison, so each is fitted again: the float64 fits, to the last bit
     when the GPU refits them with as many lanes as a float64 batch.
     """
+    if refit_lanes is not None and (backend == "cpu" or (SIMULATED and refit_lanes == 32)):
+        # the CPU refits where the fit ran (no refit lanes); the simulator, which runs a
+        # Python thread per lane, takes 64 (two warps: the sums across warps), not 32 too
+        pytest.skip("refit lanes: 64 on the simulator, 32 and 64 on a GPU, none on the CPU")
     tuning = tuning.replace(decrease_rtol={**tuning.decrease_rtol, "float32": -1.0},
                             cuda_lanes_per_refit=refit_lanes)
     # (the simulator runs a block of refit_lanes threads per fit: one dataset there)

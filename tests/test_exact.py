@@ -110,8 +110,8 @@ def test_float32_fit_that_gives_up_in_the_large_regime_is_the_float64_fit(
     # apart: 1e-8 in these parameters)
     regime = regime.replace(decrease_rtol={**regime.decrease_rtol, "float32": -1.0},
                             cuda_lanes_per_refit=None)
-    x = [np.concatenate([np.random.default_rng(seed).normal(0, 1, (30, 2)),
-                         np.random.default_rng(seed + 1).normal(4, 1, (30, 2))])]
+    x = [np.concatenate([np.random.default_rng(seed).normal(0, 1, (30, 1)),
+                         np.random.default_rng(seed + 1).normal(4, 1, (30, 1))])]
     kw = dict(family="gaussian", n_components=2, n_starts=2, max_iter=6, tol=0.0, seed=seed,
               backend=backend, tuning=regime)
     r64 = bulkem.fit(x, **kw)
@@ -124,9 +124,8 @@ def test_float32_component_on_one_point_is_a_fit(backend, regime):
     """float32 statistics cannot resolve the variance of a component on one point far from
     the origin (it comes out <= 0): such a start is refitted in float64, where reg_covar
     keeps it a fit (issue 18, item 4: every start of the large regime ended 'failed')."""
-    x = np.concatenate([np.random.default_rng(1).normal(0, 1, (39, 2)), [[37.3, 37.3]]])
-    init = {"weight": [0.5, 0.5], "mean": [[0.0, 0.0], [37.3, 37.3]],
-            "var": [[1.0, 1.0], [0.5, 0.5]]}
+    x = np.concatenate([np.random.default_rng(1).normal(0, 1, (39, 1)), [[37.3]]])
+    init = {"weight": [0.5, 0.5], "mean": [[0.0], [37.3]], "var": [[1.0], [0.5]]}
     kw = dict(family="gaussian", n_components=2, n_starts=1, init=init, max_iter=8, tol=0.0,
               backend=backend, tuning=regime)
     r64 = bulkem.fit([x], **kw)
