@@ -178,10 +178,10 @@ def test_mstep_flags_empty_and_zero_variance_components():
 
 
 def test_input_forms_agree():
-    x0, x1 = _data(30, 3, 1), _data(35, 3, 2)
+    x0, x1 = _data(30, 2, 1), _data(35, 2, 2)  # (D = 2: the other tests' kernel)
     kw = dict(family="gaussian", n_components=2, n_starts=3, max_iter=20, seed=4, backend="cpu")
     base = bulkem.fit([x0, x1], **kw)
-    frame = pd.concat([pd.DataFrame(x, columns=["a", "b", "c"]).assign(dataset=k)
+    frame = pd.concat([pd.DataFrame(x, columns=["a", "b"]).assign(dataset=k)
                        for k, x in (("p", x0), ("q", x1))])
     forms = {
         "dict": {"p": x0, "q": x1},
@@ -189,7 +189,7 @@ def test_input_forms_agree():
         "frame cols": frame.assign(junk=0.0),
     }
     for name, data in forms.items():
-        extra = {"value_col": ["a", "b", "c"]} if name == "frame cols" else {}
+        extra = {"value_col": ["a", "b"]} if name == "frame cols" else {}
         res = bulkem.fit(data, **kw, **extra)
         assert list(res.summary.dataset) == ["p", "q"], name
         assert np.array_equal(res.starts.loglik, base.starts.loglik), name
@@ -330,21 +330,21 @@ def test_kmeanspp_of_a_large_dataset_works_on_a_sample():
 
 
 def test_tables_and_params_shapes():
-    x = _data(80, 3, 8, n_comp=2)
-    res = bulkem.fit({"a": x}, family="gaussian", n_components=2, n_starts=3, seed=1,
+    x = _data(80, 2, 8, n_comp=3)  # M = 3 x D = 2: a transposed shape shows (the (3, 2) kernel)
+    res = bulkem.fit({"a": x}, family="gaussian", n_components=3, n_starts=3, seed=1,
                      backend="cpu")
-    means = [f"mean_{d}" for d in (1, 2, 3)]
-    vars_ = [f"var_{d}" for d in (1, 2, 3)]
+    means = [f"mean_{d}" for d in (1, 2)]
+    vars_ = [f"var_{d}" for d in (1, 2)]
     assert list(res.components.columns) == ["dataset", "component", "weight", *means, *vars_]
     assert list(res.start_values.columns) == ["dataset", "start", "component", "weight",
                                               *means, *vars_]
     assert np.all(np.diff(res.components.mean_1) > 0)
     p = res.params("a")
-    assert p["weight"].shape == (2,) and p["mean"].shape == (2, 3) and p["var"].shape == (2, 3)
-    k = 2 * (1 + 2 * 3) - 1
+    assert p["weight"].shape == (3,) and p["mean"].shape == (3, 2) and p["var"].shape == (3, 2)
+    k = 3 * (1 + 2 * 2) - 1
     s = res.summary.iloc[0]
     assert np.isclose(s.aic, -2 * s.loglik + 2 * k)
-    again = bulkem.fit({"a": x}, family="gaussian", n_components=2, n_starts=1, init=p,
+    again = bulkem.fit({"a": x}, family="gaussian", n_components=3, n_starts=1, init=p,
                        max_iter=1, tol=0.0, backend="cpu")
     assert again.summary.loglik[0] >= s.loglik - 1e-9 * abs(s.loglik)
 

@@ -308,9 +308,10 @@ def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, param
         monkeypatch.setattr(many, "XT", many.TS * many.RB)
         monkeypatch.setattr(many, "LOADS", many.KT * many.XT // (many.TS * many.TS))
     rng = np.random.default_rng(seed)
-    data = [[rng.integers(0, 3, n).astype(float) for n in (6, 2, 9)],
-            [rng.integers(0, 3, n).astype(float) for n in (4, 5)]]
-    kw = dict(family="hmm", emission="categorical", n_symbols=3, n_components=3, n_starts=2,
+    # 3 states x 4 symbols: the CPU kernels of the other categorical tests
+    data = [[rng.integers(0, 4, n).astype(float) for n in (6, 2, 9)],
+            [rng.integers(0, 4, n).astype(float) for n in (4, 5)]]
+    kw = dict(family="hmm", emission="categorical", n_symbols=4, n_components=3, n_starts=2,
               max_iter=6, tol=1e-4, seed=seed, params=params)
     a = bulkem.fit(data, backend="cpu", **kw)
     b = bulkem.fit(data, backend="cuda", tuning=Tuning(hmm_many_states=2), **kw)
