@@ -166,3 +166,30 @@ def test_processes_wait_for_a_kernel_another_compiles_and_never_mix_two_up(tmp_p
     # two kernels of one function compiled and saved at once, then loaded together
     assert together(["3"], ["5"]) == ["[18.0]", "[30.0]"]
     assert together(["5", "3"]) == ["[30.0, 18.0]"]
+
+
+def test_a_compilation_releases_its_lock_whether_it_succeeds_or_fails():
+    """The per-kernel lock is let go once the kernel is saved, or at once when it fails to
+    compile (numba's ``Event.is_failed`` reads the other way round: trusting it let go of
+    the lock before the kernel was saved, and a second process compiled it too)."""
+    import numpy as np
+    import pytest
+
+    from bulkem.kernels import cache
+
+    if not cache.enabled():
+        pytest.skip("BULKEM_NO_CACHE is set")
+
+    @cache.njit_cached(("test_cache_lock_release", os.getpid(), "bad"))
+    def bad(x):
+        return x.no_such_attribute
+
+    @cache.njit_cached(("test_cache_lock_release", os.getpid(), "good"))
+    def good(x):
+        return x.sum()
+
+    with pytest.raises(Exception, match="no_such_attribute"):
+        bad(np.arange(3.0))
+    assert bad._cache._compiling is None
+    assert good(np.arange(3.0)) == 3.0
+    assert good._cache._compiling is None

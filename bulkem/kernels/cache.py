@@ -198,10 +198,14 @@ class _CompileEnd(numba_event.Listener):
         pass
 
     def on_end(self, event) -> None:
-        if event.is_failed:
-            cache = getattr(event.data.get("dispatcher"), "_cache", None)
-            if isinstance(cache, _KeyedCache):
-                cache.compiled()
+        disp = event.data.get("dispatcher")
+        cache = getattr(disp, "_cache", None)
+        # Failed: no overload for the signature (numba 0.68's Event.is_failed reads the
+        # other way round, True after every success, which let a second process compile
+        # a kernel the first had not saved yet).
+        if (isinstance(cache, _KeyedCache)
+                and tuple(event.data.get("args", ())) not in disp.overloads):
+            cache.compiled()
 
 
 numba_event.register("numba:compile", _CompileEnd())
