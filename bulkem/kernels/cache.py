@@ -106,16 +106,16 @@ class _KeyedCache(FunctionCache):
         return os.path.join(self._cache_path, f"{self._cache_file._index_name}.{what}.lock")
 
     def load_overload(self, sig, target_context):
-        try:
-            self._impl.locator.ensure_cache_path()  # (for the lock files)
-        except OSError:  # pragma: no cover - numba falls back to no cache
-            pass
         with _locked(self._lock_path("index")):
             data = super().load_overload(sig, target_context)
         if data is not None or not self._enabled:
             return data
         # Not on disk: compile it here, unless another process is compiling it now; then
         # wait for that (the lock), and load what it saved.
+        try:
+            self._impl.locator.ensure_cache_path()  # (for the lock files)
+        except OSError:  # pragma: no cover - numba falls back to no cache
+            pass
         what = hashlib.sha256(repr(self._index_key(sig, target_context.codegen()))
                               .encode()).hexdigest()[:16]
         lock = _acquire(self._lock_path(what))
