@@ -11,9 +11,11 @@ parts with it, e.g.::
 
 It prints the seconds spent compiling per process and per model family (each kernel counted
 at its first compilation: the union a cold run must pay), the kernels compiled more than once
-(by several processes at once, or again after a lost cache entry), and the most expensive
-kernels.  Seconds are wall time of the compiling process, so they grow when processes share
-the cores.
+(by several processes at once, or again after a lost cache entry), the most expensive
+kernels and, for a pytest run, the compile seconds of each test file (with ``--durations
+LOG``, a pytest log of ``--durations=0``, beside each file's test time: what is left is the
+tests' own work).  Seconds are wall time of the compiling process, so they grow when
+processes share the cores.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", help="a BULKEM_COMPILE_LOG file")
     ap.add_argument("--top", type=int, default=15, help="the most expensive kernels to list")
+    ap.add_argument("--durations", help="a pytest log of --durations=0 (per-file test time)")
     args = ap.parse_args()
     with open(args.log) as fh:
         recs = [json.loads(line) for line in fh if line.strip()]
@@ -82,6 +85,29 @@ def main() -> None:
     print("\n| seconds | function | kernel |\n|---|---|---|")
     for (name, key), r in sorted(first.items(), key=lambda x: -x[1]["seconds"])[:args.top]:
         print(f"| {r['seconds']:.1f} | {name[:30]} | {short(key)} |")
+
+    by_file = collections.defaultdict(float)
+    for r in recs:
+        if r.get("test"):
+            by_file[r["test"].split("::")[0]] += r["seconds"]
+    if by_file:
+        spent = durations(args.durations) if args.durations else {}
+        print("\n| test file | compiling (s) | test time (s) | the rest (s) |\n|---|---|---|---|")
+        for f in sorted(set(by_file) | set(spent), key=lambda f: -spent.get(f, by_file[f])):
+            t = spent.get(f)
+            rest = f"{t - by_file[f]:.0f}" if t is not None else ""
+            print(f"| {f} | {by_file[f]:.0f} | {'' if t is None else f'{t:.0f}'} | {rest} |")
+
+
+def durations(path: str) -> dict:
+    """Seconds per test file from a pytest log of ``--durations=0`` (setup, call, teardown)."""
+    out: dict = collections.defaultdict(float)
+    with open(path) as fh:
+        for line in fh:
+            m = re.match(r"([\d.]+)s (?:call|setup|teardown)\s+(\S+)", line)
+            if m:
+                out[m.group(2).split("::")[0]] += float(m.group(1))
+    return out
 
 
 if __name__ == "__main__":

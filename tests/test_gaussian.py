@@ -421,9 +421,14 @@ def test_tiled_estep_gives_the_bits_of_one_observation_at_a_time(seed):
 
 def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):
     """One canonical order: blocks of estep_block_obs added in order, in both regimes (and
-    the float32 fits near the float64 ones: the CPU's float32 kernels in D > 1)."""
-    blocks = Tuning(estep_block_obs=SMALL_LARGE["estep_block_obs"])
-    x = [_data(200, 2, seed, n_comp=3)]
+    the float32 fits near the float64 ones: the CPU's float32 kernels in D > 1).
+
+    The default blocks (the other tests' kernels): 600 observations are two full float64
+    blocks of 256 and a part, and seven full float32 blocks and a part (79 observations a
+    block with M = 3).
+    """
+    blocks = Tuning()
+    x = [_data(600, 2, seed, n_comp=3)]
     logliks = []
     for dtype in ("float64", "float32"):
         kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0,

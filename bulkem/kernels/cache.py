@@ -222,7 +222,8 @@ class _CompileLog(numba_event.Listener):
     """With ``BULKEM_COMPILE_LOG=FILE``: a JSON line appended to FILE for every top-level
     compilation in this process as it ends (a test-time diagnostic: which kernels compile,
     where, for how long): ``t`` (end, epoch seconds), ``pid``, ``name``, ``key`` (a
-    :func:`njit_cached` kernel's key, else the argument types) and ``seconds``."""
+    :func:`njit_cached` kernel's key, else the argument types), ``seconds`` and, under pytest,
+    ``test`` (the test that was running: which test paid for the kernel)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -240,7 +241,8 @@ class _CompileLog(numba_event.Listener):
         key = _logged_keys.get(id(disp)) or str(event.data.get("args"))[:300]
         line = json.dumps({"t": round(time.time(), 3), "pid": os.getpid(),
                            "name": getattr(func, "__qualname__", str(disp)), "key": key,
-                           "seconds": round(seconds, 3)})
+                           "seconds": round(seconds, 3),
+                           "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]})
         with open(self.path, "a") as fh:
             fh.write(line + "\n")
 

@@ -42,6 +42,7 @@ import numpy as np
 from numba import float32, float64, int64, njit, prange, uint64
 
 from ...fitting.driver import make_stop
+from ...kernels.cache import njit_cached
 from ...tuning import DEGENERATE_NONFINITE, WARP_SIZE
 from .compat import cuda, device, prepared_launch
 
@@ -395,7 +396,8 @@ class _CudaFits:
         self.estep, self.reduce, self.nsx = _kernels(fam, M, D, self.dtype, self.plan)
         ecoef = _host_coef.get(fam.name)
         if ecoef is None:
-            ecoef = _host_coef[fam.name] = njit(fam.exact_coef)
+            ecoef = _host_coef[fam.name] = njit_cached(("large-exact-coef", fam.name),
+                                                       error_model="python")(fam.exact_coef)
         self.ecoef = ecoef
         self.n_coef = fam.n_coef(M, D)
         self.tile, self.threads = self.plan["tile"], self.plan["threads"]
@@ -530,7 +532,8 @@ def _totals(fam, feat, lo, hi, n_dims, S) -> np.ndarray:
     tot = np.zeros(S)
     g = _host_accum.get(fam.name)
     if g is None:
-        g = _host_accum[fam.name] = njit(parallel=True)(_make_totals(fam.accum))
+        g = _host_accum[fam.name] = njit_cached(("large-totals", fam.name), parallel=True,
+                                                error_model="python")(_make_totals(fam.accum))
     g(np.ascontiguousarray(f).reshape(-1), hi - lo, n_dims, tot)
     return tot
 
