@@ -34,7 +34,7 @@ OPTIONS = {"invgauss": ({"n_components": 2}, ["--components", "2"]),
            "gaussian": ({"n_components": 2}, ["--components", "2"]),
            "hmm": ({"n_components": 2, "emission": "categorical", "n_symbols": 4},
                    ["--components", "2", "--emission", "categorical", "--symbols", "4"]),
-           "tmap": ({"orders": (1, 2)}, ["--components", "2", "--orders", "1", "2"]),
+           "tmap": ({"orders": (1, 2, 3)}, ["--components", "3", "--orders", "1", "2", "3"]),
            "ar": ({"order": 2}, ["--order", "2"]),
            "local_level": ({}, [])}
 

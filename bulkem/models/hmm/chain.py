@@ -28,12 +28,13 @@ data; the emission densities come shifted by their largest log value
 ``Z = sum_i alpha_t(i) beta_t(i)``.
 
 Sums over units are taken in fixed blocks of ``Tuning.wide_cpu_chunk_units``
-units from the dataset's first (a lane's, on the GPU): each block's
-statistics and log-likelihood are summed from zero, and the blocks' sums are
-added to the totals in block order.  The wide regime's CPU engine
-(:mod:`bulkem.engines.cpu.wide`) gives each thread whole blocks of that many units
-and adds their sums in the same order, so a dataset's fit has the same bits on
-the CPU whatever its batch, regime or thread count (issue 30, bug 9).
+units (a run-time value, the batch tuple's third item) from the dataset's
+first (a lane's, on the GPU): each block's statistics and log-likelihood are
+summed from zero, and the blocks' sums are added to the totals in block order.
+The wide regime's CPU engine (:mod:`bulkem.engines.cpu.wide`) gives each thread
+whole blocks of that many units and adds their sums in the same order, so a
+dataset's fit has the same bits on the CPU whatever its batch, regime or thread
+count (issue 30, bug 9).
 
 An M-step leaves a transition row as it was when no transition out of its
 state is expected (a state occupied only at the sequences' last steps): every
@@ -110,7 +111,7 @@ class ChainLayout(NamedTuple):
 
 
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
-               update: str = "ste", *, block_units: int, jit_outer=None) -> Pieces:
+               update: str = "ste", *, jit_outer=None) -> Pieces:
     """The driver pieces of a chain with this emission.
 
     Parameters
@@ -127,9 +128,6 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     update : str
         Which parameters the M-step updates: ``s`` startprob, ``t`` transmat,
         ``e`` the emission's.
-    block_units : int
-        Units per block of the sums over units (``Tuning.wide_cpu_chunk_units``: the wide
-        engine's chunk, so that both engines sum in the same order).
     jit_outer : callable, optional
         Compiles the E-step and the M-step (the big pieces) when given: on the CPU each is
         compiled once and called, not inlined into every caller of the driver, which
@@ -141,7 +139,6 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     WX, WE = layout.w_exit, layout.w_emit
     SO, SE = layout.s_occ, layout.s_emit
     P = layout.s_part  # a block's statistics at stats[:P], the totals at stats[P:]
-    BLOCK = block_units
     TERM = terminating
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
     dens = jit(emission.dens)
@@ -260,7 +257,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     unit_f = jit(unit)
 
     def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
-        x, units = data
+        x, units, block = data  # block: Tuning.wide_cpu_chunk_units
         a = scratch[0:N]
         e = scratch[N:2 * N]
         b = scratch[2 * N:3 * N]
@@ -274,7 +271,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             part += unit_f(x, a0, units[u + 1] - a0, work, stats, a, e, b, nb, buf)
             u += step
             n += 1
-            if n == BLOCK or u >= hi:  # the block's sums into the totals, in block order
+            if n == block or u >= hi:  # the block's sums into the totals, in block order
                 for k in range(P):
                     stats[P + k] += stats[k]
                     stats[k] = 0.0

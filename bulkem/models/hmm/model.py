@@ -24,9 +24,10 @@ class HMMModel(Model):
     """A hidden Markov model of ``N`` states with an emission distribution.
 
     The items the lanes of a fit split are the dataset's sequences.  The
-    kernels' batch data is ``(x, units)``: the observations of every
-    sequence (``K`` values per observation for a Gaussian emission), and the
-    sequences' offsets into them (in observations).
+    kernels' batch data is ``(x, units, block)``: the observations of every
+    sequence (``K`` values per observation for a Gaussian emission), the
+    sequences' offsets into them (in observations), and the units per block of
+    the sums over units (``Tuning.wide_cpu_chunk_units``, a run-time value).
 
     Attributes
     ----------
@@ -120,8 +121,7 @@ class HMMModel(Model):
         # CPU: the E-step and M-step compiled once each, not inlined (see make_chain)
         outer = kernel() if target.name == "cpu" else None
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
-                          self.update, block_units=self.tuning.wide_cpu_chunk_units,
-                          jit_outer=outer)
+                          self.update, jit_outer=outer)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""
@@ -181,7 +181,7 @@ class HMMModel(Model):
         return pack_units(pairs, self.check, self.values_per_obs())
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The kernels' batch tuple ``(x, units)``, item (sequence) offsets, constants.
+        """The kernels' batch tuple ``(x, units, block)``, item (sequence) offsets, constants.
 
         The constant of a dataset is the part of its log-likelihood that no
         parameter changes: for Poisson emissions the sum of
@@ -192,7 +192,7 @@ class HMMModel(Model):
         if self.emission.name == "poisson" and len(data.values):
             const = np.add.reduceat(poisson_const(data.values.reshape(-1)),
                                     data.value_offsets[:-1])
-        return (x, data.units), data.groups, const
+        return (x, data.units, self.tuning.wide_cpu_chunk_units), data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
 

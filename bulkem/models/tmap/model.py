@@ -80,8 +80,8 @@ class TMAPPacked(Packed):
 class TMAPModel(HMMModel):
     """A TMAP of ``R = len(orders)`` Erlang branches of fixed orders.
 
-    The kernels' batch data is the chain's ``(x, units)``: every run's
-    inter-arrival times and the runs' offsets.  Parameters per fit:
+    The kernels' batch data is the chain's ``(x, units, block)``: every run's
+    inter-arrival times, the runs' offsets and the units per block of the sums.  Parameters per fit:
     ``alpha (R), Pi (R x R, row = from branch), rates (R)``.
 
     Attributes
@@ -197,7 +197,7 @@ class TMAPModel(HMMModel):
                           Ragged(np.ascontiguousarray(values), units, groups), notes)
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The chain's ``(x, units)``, the run offsets, and each trace's ``-sum log x``.
+        """The chain's ``(x, units, block)``, the run offsets, and each trace's ``-sum log x``.
 
         ``-log x`` is the part of every branch's log density that the
         emission's ``dens`` leaves out (:mod:`.erlang`).
@@ -206,7 +206,7 @@ class TMAPModel(HMMModel):
         const = np.zeros(data.n_datasets)
         if len(x):
             const = -np.add.reduceat(np.log(x), data.value_offsets[:-1])
-        return (x, data.units), data.groups, const
+        return (x, data.units, self.tuning.wide_cpu_chunk_units), data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
 
