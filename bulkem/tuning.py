@@ -121,8 +121,10 @@ class Tuning:
     # with float32 the block's statistics are also summed in float32, so a short
     # block keeps their rounding small.  Capped where M**block would overflow
     # (float32, M = 2: 126).  float32 128 vs 32, kernel alone on an H200: 0.90x the
-    # time, the same share of fits within 1e-6 of float64 (on the CPU too).
-    estep_block_obs: Mapping[str, int] = compiled({"float64": 256, "float32": 128})
+    # time, the same share of fits within 1e-6 of float64 (on the CPU too).  A run-time
+    # value (the mixtures' batch tuple carries it): no kernel is compiled per value.
+    estep_block_obs: Mapping[str, int] = field(
+        default_factory=lambda: FrozenMap({"float64": 256, "float32": 128}))
 
     # The CPU's E-step takes a block's observations this many at a time, the
     # per-observation arithmetic unchanged (same bits) but with the inner loops
@@ -341,8 +343,9 @@ class Tuning:
     # the CPU's Numba threads, or at most wide_max_fits_cuda on the GPU.
     wide_min_units: int = 20_000
     wide_max_fits_cuda: int = 64
-    # CPU: units per partial sum (fixed, so results do not depend on threads).
-    wide_cpu_chunk_units: int = compiled(1024)
+    # CPU: units per partial sum (fixed, so results do not depend on threads); the HMM
+    # chain's block of units in every engine, read at run time (the batch tuple's).
+    wide_cpu_chunk_units: int = 1024
     # CUDA E-step: threads per block (a multiple of WARP_SIZE); blocks per
     # multiprocessor (None: as many as can be resident at once); a cap on blocks
     # (None: none; tests set it); the most bytes the threads' forward-vector

@@ -401,22 +401,31 @@ def test_regime_choice():
 def test_tiled_estep_gives_the_bits_of_one_observation_at_a_time(seed):
     """Tuning.cpu_tile_obs changes the loops' shape only: the same fits, bit for bit.
 
-    A tile of 5 observations crosses the blocks of 256 (the 300-observation
-    dataset) for the Gaussian family, which has its own ``logdens_tile``; the
-    inverse-Gaussian family takes the generic tile of its per-observation hooks,
-    here the default tile (the other tests' kernel) against none.
+    The default tile (the other tests' kernels) against none, for the Gaussian
+    family, which has its own ``logdens_tile``, and the inverse-Gaussian family,
+    which takes the generic tile of its per-observation hooks.  Blocks of 100
+    observations (a run-time value) end inside tiles of 64, so a tile holds the
+    end of one block and the start of the next (the 300-observation datasets).
     """
     rng = np.random.default_rng(seed)
-    cases = [("gaussian", 3, [_data(300, 2, seed, n_comp=3), _data(41, 2, seed + 1, n_comp=3)],
-              (0, 5)),
+    blocks = {"float64": 100, "float32": 100}
+    cases = [("gaussian", 3, [_data(300, 2, seed, n_comp=3), _data(41, 2, seed + 1, n_comp=3)]),
              ("invgauss", 2, [rng.wald(1.0, 3.0, 300) + rng.integers(0, 2, 300) * 4,
-                              rng.wald(2.0, 5.0, 41)], (0, Tuning().cpu_tile_obs))]
-    for family, n_components, x, tiles in cases:
+                              rng.wald(2.0, 5.0, 41)])]
+    for family, n_components, x in cases:
         kw = dict(family=family, n_components=n_components, n_starts=3, max_iter=30, seed=seed,
                   backend="cpu")
-        fits = [bulkem.fit(x, tuning=Tuning(cpu_tile_obs=tile), **kw) for tile in tiles]
+        fits = [bulkem.fit(x, tuning=Tuning(cpu_tile_obs=tile, estep_block_obs=blocks), **kw)
+                for tile in (0, Tuning().cpu_tile_obs)]
         assert fits[1].starts.equals(fits[0].starts), family
         assert fits[1].components.equals(fits[0].components), family
+
+
+def test_block_sizes_are_run_time_values_that_compile_no_kernel():
+    """The E-step's blocks (mixtures) and the chain's blocks of units (HMM, TMAP) are read at
+    run time: a tuning that changes only them keys the same kernels."""
+    other = Tuning(estep_block_obs={"float64": 7, "float32": 5}, wide_cpu_chunk_units=3)
+    assert other.key() == Tuning().key() and other.key("cuda") == Tuning().key("cuda")
 
 
 def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):

@@ -389,7 +389,7 @@ class _CudaFits:
 
     def __init__(self, job, stream, dtype, feat64=None):
         fam, M, D = job.model.family, job.model.n_components, job.model.n_dims
-        (feat, self.stride), offsets, const = job.kernel_data()
+        (feat, self.stride, *_), offsets, const = job.kernel_data()
         self.dtype = np.dtype(dtype)
         tuning = self.tuning = job.tuning
         self.plan = plan(fam, M, D, self.dtype, tuning)
@@ -471,7 +471,7 @@ def run_fits(job, progress) -> None:
     shrinking onto one point: its variance comes out <= 0).
     """
     fam = job.model.family
-    (feat, _), offsets, const = job.kernel_data()
+    (feat, *_), offsets, const = job.kernel_data()
     S = fam.n_stats(1, job.model.n_dims)
     stream = cuda.stream()
     narrow = np.dtype(job.dtype) != np.float64

@@ -36,8 +36,8 @@ observation, the log-sum-exp taken relative to the largest.  The model's
 linear one where its rounding is provably small beside the log-likelihood,
 the exact one otherwise, and always for a fit's first E-step.
 
-Order of the sums: each lane's observations go in blocks of
-``BLOCK`` (:func:`_block_obs`) consecutive observations of its own; a
+Order of the sums: each lane's observations go in blocks of ``block``
+(:func:`block_obs`, a run-time argument) consecutive observations of its own; a
 block's sums are taken in the compute dtype, then added, block after block,
 to the float64 totals.  One CPU thread fitting a dataset (the bulk engine)
 and the one-large-dataset regime, which computes the blocks in parallel
@@ -73,12 +73,11 @@ class Pass(NamedTuple):
     complete: object
     first: int  # the first component the pass sums (1: component 0 from the totals)
     exact: object  # the exact pass (centred, scaled log densities)
-    block: int  # observations per block of a lane
 
 
-def _block_obs(dtype, n_components: int, block: int) -> int:
-    """``block`` observations per lane, fewer where their sums ``s <= M`` could not be
-    multiplied without overflow."""
+def block_obs(dtype, n_components: int, block: int) -> int:
+    """``block`` observations per lane (``Tuning.estep_block_obs``), fewer where their sums
+    ``s <= M`` could not be multiplied without overflow: the passes' ``block`` argument."""
     if n_components > 1:
         block = min(block, int(math.log(np.finfo(dtype).max) / math.log(n_components)) - 1)
     return max(block, 1)
@@ -91,7 +90,7 @@ def _log_prod(p):
 
 
 def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0,
-              by_stat: bool = False, *, block_obs: int) -> Pass:
+              by_stat: bool = False) -> Pass:
     """Build the E-step pieces of the driver.
 
     Parameters
@@ -129,8 +128,9 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
           log-likelihood that follows from the totals, ``sum_k c[0, k]
           tot[k]`` (with M = 2 also half of ``sum_i v_i``), NaN if a
           coefficient is not finite;
-        * ``estep(dcoef, feat, stride, start, hi, step, stats, part, t, xc)
-          -> ll`` (``xc``: pass ``EXP_CONSTS``): adds the
+        * ``estep(dcoef, feat, stride, start, hi, step, block, stats, part, t,
+          xc) -> ll`` (``xc``: pass ``EXP_CONSTS``; ``block``: observations a
+          lane takes per block, :func:`block_obs`): adds the
           responsibility-weighted statistics of components ``first ... M-1``
           over those observations to ``stats`` (earlier blocks untouched) and
           returns the rest of their log mixture density; ``part`` (length
@@ -138,11 +138,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
         * ``complete(stats, tot)``: with ``first = 1``, component 0's
           statistics, ``tot`` minus the other components' (else nothing);
         * ``first``: 0 in float64, 1 otherwise (see the module docstring);
-        * ``exact(ecoef, feat, stride, start, hi, step, stats, part, t, xc)
-          -> ll``: as ``estep``, from the family's exact coefficients
+        * ``exact(ecoef, feat, stride, start, hi, step, block, stats, part, t,
+          xc) -> ll``: as ``estep``, from the family's exact coefficients
           (``Family.exact_coef``), and ``ll`` is the whole log mixture
-          density of the observations (no part from the totals);
-        * ``block``: observations a lane takes per block.
+          density of the observations (no part from the totals).
     """
     if not family.linear_logdens or family.n_coef(1, n_dims) != family.n_stats(1, n_dims):
         raise ValueError(f"family {family.name!r}: the EM driver needs log densities linear "
@@ -158,7 +157,6 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
     log_prod = jit(_log_prod)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
-    BLOCK = np.uint64(_block_obs(dtype, M, block_obs))
     # The first component the pass sums.  float64 sums every component; with
     # float32, component 0 is the totals minus the others (its float32 sums
     # would carry more rounding than that subtraction).  In float64 the
@@ -185,14 +183,15 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
                     base += 0.5 * d * tot[k]
         return base if ok else math.nan
 
-    def estep(dcoef, feat, stride, start, hi, step, stats, part, t, xc):
+    def estep(dcoef, feat, stride, start, hi, step, block, stats, part, t, xc):
         ust = np.uint64(stride)
         ustep = np.uint64(step)
         uhi = np.uint64(hi)
+        ublock = np.uint64(block)
         i = np.uint64(start)
         ll = 0.0
         while i < uhi:
-            end = min(uhi, i + BLOCK * ustep)
+            end = min(uhi, i + ublock * ustep)
             for k in range(K0, NS):
                 part[k] = ZERO
             prod = ONE  # product of the block's sums s, each in [1, M]
@@ -234,14 +233,15 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
             i = end
         return ll
 
-    def exact(ecoef, feat, stride, start, hi, step, stats, part, t, xc):
+    def exact(ecoef, feat, stride, start, hi, step, block, stats, part, t, xc):
         ust = np.uint64(stride)
         ustep = np.uint64(step)
         uhi = np.uint64(hi)
+        ublock = np.uint64(block)
         i = np.uint64(start)
         ll = 0.0
         while i < uhi:
-            end = min(uhi, i + BLOCK * ustep)
+            end = min(uhi, i + ublock * ustep)
             for k in range(K0, NS):
                 part[k] = ZERO
             prod = ONE  # product of the block's sums s, each in [1, M]
@@ -282,10 +282,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
 
     if tile and family.accum_tile is not None:  # compiled on their own (see _make_tiled)
         pass_fast, pass_exact = _make_tiled(family, M, D, dtype, jit, (exp_neg, recip),
-                                            int(BLOCK), FIRST, tile, by_stat)
+                                            FIRST, tile, by_stat)
     else:
         pass_fast, pass_exact = jit(estep), jit(exact)
-    return Pass(jit(totals), jit(shift), pass_fast, jit(complete), FIRST, pass_exact, int(BLOCK))
+    return Pass(jit(totals), jit(shift), pass_fast, jit(complete), FIRST, pass_exact)
 
 
 def _tile_of(logdens_f, jit):
@@ -299,7 +299,7 @@ def _tile_of(logdens_f, jit):
     return jit(tile)
 
 
-def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: int,
+def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
                 by_stat: bool):
     """``estep`` and ``exact`` of :func:`make_pass`, ``tile`` observations at a time (CPU).
 
@@ -335,7 +335,6 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     S = NS // M
     T = tile
     FIRST = first
-    BLOCK = block
     BY_STAT = by_stat
     acc_f = jit(family.accum_tile)
     lin_f = (jit(family.logdens_tile) if family.logdens_tile is not None
@@ -358,10 +357,10 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
             for t in range(n):
                 buf[OX + f * T + t] = feat[src + t * step]
 
-    def take(part, out, buf, n, acc, half):
+    def take(part, out, buf, n, acc, half, block):
         """The tile's observations, in order, into the running block ``acc``.
 
-        ``acc = (ll, prod, top_sum, count)``: a block (``BLOCK`` observations)
+        ``acc = (ll, prod, top_sum, count)``: a block (``block`` observations)
         multiplies its sums ``s`` and adds its largest log densities, and its
         statistics go to ``part`` (by statistic: ``part[k M + m]``); a full
         block is logged into ``ll`` and flushed into ``out`` (by statistic too).
@@ -377,13 +376,13 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
                 rt[m] = V[m * T + t] * q
         t0 = 0
         while t0 < n:
-            t1 = min(n, t0 + (BLOCK - count))  # the rest of the tile or of the block
+            t1 = min(n, t0 + (block - count))  # the rest of the tile or of the block
             for t in range(t0, t1):
                 prod *= buf[OS + t]
                 top_sum += buf[OTOP + t]
             acc_f(part, buf[OR:OTOP], M, D, buf[OX:OV], T, t0, t1)
             count += t1 - t0
-            if count == BLOCK:
+            if count == block:
                 ll = flush(part, out, ll, prod, top_sum, half)
                 prod, top_sum, count = ONE, ZERO, 0
             t0 = t1
@@ -455,8 +454,9 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
     def make_run(tile_f, half):
         """The pass over a lane's observations, a tile at a time."""
 
-        def run(cf, feat, stride, start, hi, step, stats, part, t_, xc):
+        def run(cf, feat, stride, start, hi, step, block, stats, part, t_, xc):
             stride, step, hi = np.int64(stride), np.int64(step), np.int64(hi)
+            block = np.int64(block)
             buf = np.empty(NBUF, dtype)
             for k in range(NS):
                 part[k] = ZERO
@@ -473,7 +473,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
                 n = min(T, (hi - j + step - 1) // step)
                 load(feat, stride, j, step, n, buf)
                 tile_f(cf, buf, n, xc)
-                acc = take(part, out, buf, n, acc, half)
+                acc = take(part, out, buf, n, acc, half, block)
                 j += n * step
             ll, prod, top_sum, count = acc
             if count > 0:
@@ -496,12 +496,12 @@ def _make_tiled(family, M, D, dtype, jit, math_f, block: int, first: int, tile: 
             kernel()(make_run(exact_tile, 1.0)))
 
 
-def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, first: int,
+def make_blocked(pass_f, n_stats: int, n_components: int, dtype, first: int,
                  by_stat: bool = False, *, wave: int):
     """A pass over one lane's observations, its blocks computed in parallel (CPU).
 
-    ``run(cf, feat, stride, lo, hi, stats, xc) -> ll`` gives the bits of
-    ``pass_f(cf, feat, stride, lo, hi, 1, stats, part, t, xc)`` (one lane,
+    ``run(cf, feat, stride, lo, hi, block, stats, xc) -> ll`` gives the bits of
+    ``pass_f(cf, feat, stride, lo, hi, 1, block, stats, part, t, xc)`` (one lane,
     ``stats`` zero before): every block's sums are computed by ``pass_f`` on
     its own, in a ``prange`` loop, then added in block order, as the one lane
     adds them.  For the one-large-dataset regime on the CPU.
@@ -522,7 +522,6 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     NS = n_stats
     M = n_components
     S = n_stats // n_components
-    B = block
     FIRST = first
     K0 = 0 if by_stat else first * S  # rows: the entries the pass writes (or zeros)
     BY_STAT = by_stat
@@ -531,7 +530,8 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
     KCH = 64  # statistics per task of the merge
 
     @kernel(parallel=True)
-    def run(cf, feat, stride, lo, hi, stats, xc):
+    def run(cf, feat, stride, lo, hi, block, stats, xc):
+        B = block
         nb = (hi - lo + B - 1) // B
         nw = max(1, min(nb, WAVE))  # (at least 1: the waves' loop steps by it)
         rows = np.empty((nw, NS), cdt)
@@ -554,7 +554,7 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, block: int, fir
                     row[k] = 0.0
                 part = np.empty(NS, cdt)
                 t = np.empty(M, cdt)
-                lls[j] = pass_f(cf, feat, stride, a, min(hi, a + B), 1, row, part, t, xc)
+                lls[j] = pass_f(cf, feat, stride, a, min(hi, a + B), 1, B, row, part, t, xc)
             for c in prange(nk):
                 k1 = min(NS, K0 + (c + 1) * KCH)
                 for j in range(n):

@@ -14,7 +14,7 @@ from ...data import Packed, pack
 from ...fitting import starts
 from ...tuning import DEFAULT, Tuning
 from ..base import Model, Pieces, Sizes, init_blocks
-from .fused import make_blocked, make_bound, make_pass
+from .fused import block_obs, make_blocked, make_bound, make_pass
 
 if TYPE_CHECKING:  # (a type only: family.py imports this module)
     from .family import Family
@@ -103,7 +103,9 @@ class MixtureModel(Model):
         Returns
         -------
         data : tuple
-            ``(feat, stride)``, ``feat`` of shape ``(n_features * n,)`` float64.
+            ``(feat, stride, block64, block32)``: ``feat`` of shape ``(n_features * n,)``
+            float64, and the observations per block of the E-step's sums in float64 and
+            in float32 (``Tuning.estep_block_obs``, :func:`.fused.block_obs`).
         offsets : ndarray of shape (n_datasets + 1,)
             The datasets' observation ranges.
         const : ndarray of shape (n_datasets,)
@@ -113,7 +115,10 @@ class MixtureModel(Model):
         feat = _contiguous(self.family.features(values),
                            self.tuning.parallel_transpose_min).reshape(-1)
         const = segment_sums(self.family.obs_const(values), offsets)
-        return (feat, len(values)), offsets, const
+        M, per = self.n_components, self.tuning.estep_block_obs
+        blocks = (block_obs(np.float64, M, per["float64"]),
+                  block_obs(np.float32, M, per["float32"]))
+        return (feat, len(values), *blocks), offsets, const
 
     # --- starts ---------------------------------------------------------------
 
@@ -219,8 +224,7 @@ class MixtureModel(Model):
         wide = target.name == "cpu-wide"
         by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
         tun = self.tuning
-        ps = make_pass(fam, M, D, dtype, jit, approx, tile, by_stat,
-                       block_obs=tun.estep_block_obs[np.dtype(dtype).name])
+        ps = make_pass(fam, M, D, dtype, jit, approx, tile, by_stat)
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
@@ -239,24 +243,24 @@ class MixtureModel(Model):
         TAU = self.tuning.exact_rtol[np.dtype(dtype).name]
         if wide:
             wave = tun.cpu_wide_wave_blocks
-            fast_f = make_blocked(ps.estep, NS, M, dtype, ps.block, first, by_stat, wave=wave)
-            exact_f = make_blocked(ps.exact, NS, M, dtype, ps.block, first, by_stat, wave=wave)
+            fast_f = make_blocked(ps.estep, NS, M, dtype, first, by_stat, wave=wave)
+            exact_f = make_blocked(ps.exact, NS, M, dtype, first, by_stat, wave=wave)
 
-            def run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc):
-                return fast_f(work[:NC], feat, stride, lo, hi, stats, xc)
+            def run_fast(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
+                return fast_f(work[:NC], feat, stride, lo, hi, block, stats, xc)
 
-            def run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc):
-                return exact_f(work[:NC], feat, stride, lo, hi, stats, xc)
+            def run_exact(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
+                return exact_f(work[:NC], feat, stride, lo, hi, block, stats, xc)
         else:
             pass_fast, pass_exact = ps.estep, ps.exact
 
-            def run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc):
-                return pass_fast(work, feat, stride, lo, hi, step, stats, scratch[:NS],
+            def run_fast(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
+                return pass_fast(work, feat, stride, lo, hi, step, block, stats, scratch[:NS],
                                  scratch[NS:NS + M], xc)
 
-            def run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc):
-                return pass_exact(work, feat, stride, lo, hi, step, stats, scratch[:NS],
-                                  scratch[NS:NS + M], xc)
+            def run_exact(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
+                return pass_exact(work, feat, stride, lo, hi, step, block, stats,
+                                  scratch[:NS], scratch[NS:NS + M], xc)
         run_fast = jit(run_fast)
         run_exact = jit(run_exact)
 
@@ -272,9 +276,10 @@ class MixtureModel(Model):
 
         lead = jit(lead_py)
 
+        BI = 2 if dtype == np.float64 else 3  # data[BI]: this dtype's block (kernel_data)
+
         def setup(data, lo, hi, step, tot):
-            feat, stride = data
-            totals(feat, stride, lo, hi, step, tot)
+            totals(data[0], data[1], lo, hi, step, tot)
 
         def prepare(params, tot, coef, work):
             if LEAD:
@@ -298,11 +303,11 @@ class MixtureModel(Model):
             return base
 
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
-            feat, stride = data
+            feat, stride, block = data[0], data[1], data[BI]
             if work[MODE] == 0:
-                ll = run_fast(work, feat, stride, lo, hi, step, stats, scratch, xc)
+                ll = run_fast(work, feat, stride, lo, hi, step, block, stats, scratch, xc)
             else:
-                ll = run_exact(work, feat, stride, lo, hi, step, stats, scratch, xc)
+                ll = run_exact(work, feat, stride, lo, hi, step, block, stats, scratch, xc)
             stats[LL] = ll
             return ll
 
