@@ -195,7 +195,7 @@ def test_every_input_form_is_read_as_bulkem_fit_reads_it(tmp_path):
     """A TMAP's list of runs is one trace (it was cut into one trace a run, issue 30)."""
     rng = np.random.default_rng(4)
     runs = [rng.exponential(1.0, k) for k in (3, 2, 4, 3, 2, 5, 3)]
-    kw = {**KW, "family": "tmap", "orders": (1, 2), "n_starts": 2, "max_iter": 5}
+    kw = {**KW, "family": "tmap", "orders": (1, 2, 3), "n_starts": 2, "max_iter": 5}
     del kw["n_components"]
     ref = api.fit(runs, **kw)
     assert len(ref.summary) == 1
