@@ -16,6 +16,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # A factory of two closures, each calling the other by symbol (not inlined: a loop),
@@ -172,9 +175,6 @@ def test_a_compilation_releases_its_lock_whether_it_succeeds_or_fails():
     """The per-kernel lock is let go once the kernel is saved, or at once when it fails to
     compile (numba's ``Event.is_failed`` reads the other way round: trusting it let go of
     the lock before the kernel was saved, and a second process compiled it too)."""
-    import numpy as np
-    import pytest
-
     from bulkem.kernels import cache
 
     if not cache.enabled():

@@ -436,21 +436,21 @@ def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):
     blocks of 256 and a part, and seven full float32 blocks and a part (79 observations a
     block with M = 3).
     """
-    blocks = Tuning()
+    default = Tuning()
     x = [_data(600, 2, seed, n_comp=3)]
     logliks = []
     for dtype in ("float64", "float32"):
         kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, tol=0.0,
                   seed=seed, backend="cpu", dtype=dtype)
-        bulk = bulkem.fit(x, tuning=blocks.replace(strategy="bulk"), **kw)
-        large = bulkem.fit(x, tuning=blocks.replace(strategy="large"), **kw)
+        bulk = bulkem.fit(x, tuning=default.replace(strategy="bulk"), **kw)
+        large = bulkem.fit(x, tuning=default.replace(strategy="large"), **kw)
         assert large.starts.equals(bulk.starts), dtype
         assert large.components.equals(bulk.components), dtype
         logliks.append(bulk.starts.loglik)
         n = numba.get_num_threads()
         numba.set_num_threads(1)
         try:
-            assert bulkem.fit(x, tuning=blocks.replace(strategy="large"), **kw).starts.equals(
+            assert bulkem.fit(x, tuning=default.replace(strategy="large"), **kw).starts.equals(
                 bulk.starts), dtype
         finally:
             numba.set_num_threads(n)
