@@ -368,6 +368,12 @@ class Tuning:
     # None: by the rules of the strategy table; "bulk", "large", "wide" or "many_states":
     # that strategy whenever the model and engine have it (tests use it on small data).
     strategy: str | None = None
+    # The CPU's mixture kernels have the numbers of components and dimensions compiled in
+    # ("compiled": one kernel per size) or read them at run time from the batch tuple
+    # ("run-time": one kernel for every size, for a grid of sizes).  The same bits either
+    # way; run-time sizes measured 1.2-2.7x slower per fit and 1.0-1.7x slower to compile
+    # on 16 cores (BENCHMARKS.md), so they pay only where several sizes share the kernel.
+    cpu_sizes: str = "compiled"
 
     # --- runs in chunks (bulkem.scale) ---
     # Fits per chunk of a checkpointed run: a chunk holds max(1, this // n_starts) datasets.
@@ -383,6 +389,9 @@ class Tuning:
             value = getattr(self, f.name)
             if isinstance(value, Mapping) and not isinstance(value, FrozenMap):  # read-only
                 object.__setattr__(self, f.name, FrozenMap(value))
+        if self.cpu_sizes not in ("compiled", "run-time"):
+            raise ValueError(f"Tuning(cpu_sizes={self.cpu_sizes!r}): expected 'compiled' or "
+                             "'run-time'.")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Tuning(strategy={self.strategy!r}): expected one of "
                              f"{list(STRATEGIES)} (None: the strategy table's rules).")

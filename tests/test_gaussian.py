@@ -428,6 +428,34 @@ def test_block_sizes_are_run_time_values_that_compile_no_kernel():
     assert other.key() == Tuning().key() and other.key("cuda") == Tuning().key("cuda")
 
 
+def test_run_time_sizes_share_one_cpu_kernel_and_give_the_compiled_bits(seed):
+    """With ``Tuning(cpu_sizes="run-time")`` one CPU kernel per family, dtype and regime
+    serves every number of components and dimensions (read from the batch tuple): the
+    fits of M = 2 are those of the kernels with the sizes compiled in, bit for bit, and
+    a fit of M = 3 after them in the same kernel is the fit the oracle gives."""
+    from bulkem.engines.cpu import bulk, large
+
+    run_time = Tuning(cpu_sizes="run-time")
+    keys = {models.MixtureModel(gaussian.FAMILY, m, d, run_time).cpu_key
+            for m, d in [(1, 1), (2, 2), (3, 1)]}
+    assert len(keys) == 1
+    assert models.MixtureModel(gaussian.FAMILY, 2, 1).cpu_key != keys.pop()
+    x = [_data(200, 1, seed, n_comp=3)]
+    kw = dict(family="gaussian", n_starts=2, max_iter=6, tol=0.0, seed=seed, backend="cpu")
+    for strategy in ("bulk", "large"):
+        two = [bulkem.fit(x, n_components=2, tuning=t.replace(strategy=strategy), **kw)
+               for t in (Tuning(), run_time)]
+        assert two[1].starts.equals(two[0].starts) and two[1].components.equals(
+            two[0].components), strategy
+        res = bulkem.fit(x, n_components=3, tuning=run_time.replace(strategy=strategy), **kw)
+        for row in res.starts.itertuples():
+            ref = gauss_em(x[0], *_start(res, 0, row.start), max_iter=6, tol=0.0)
+            assert row.n_iter == ref["n_iter"] and _rel(row.loglik, ref["loglik"]) < 1e-9
+    for runners in (bulk._runners, large._cpu_runners):
+        shared = [k for k in runners if k[0][:2] == ("mixture", "gaussian") and len(k[0]) == 3]
+        assert len(shared) == 1, runners.keys()
+
+
 def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):
     """One canonical order: blocks of estep_block_obs added in order, in both regimes (and
     the float32 fits near the float64 ones: the CPU's float32 kernels in D > 1).

@@ -187,7 +187,7 @@ def _cpu_runners(model):
     def work_rows(params, out):
         for k in prange(len(params)):
             scratch = np.empty(1)
-            base = prepare(params[k], scratch, scratch, out[k])
+            base = prepare((), params[k], scratch, scratch, out[k])
             if not base == 0.0:  # a parameter out of its domain
                 out[k, :] = np.nan
 

@@ -103,6 +103,9 @@ def make_em(model, dtype, target):
     sizes = model.sizes()
     NT = sizes.totals
     NP = sizes.params
+    # On the CPU the arrays are a fit's own, allocated at the model's sizes, which may be
+    # run-time values (Model.cpu_key): their lengths; on the GPU the sizes compiled in.
+    RUNTIME = target.name != "cuda"
     NARROW = dtype != np.float64
     REDO_HERE = target.redo_here
     REDO = REDO_FLOAT64
@@ -115,25 +118,27 @@ def make_em(model, dtype, target):
 
     def em(data, data64, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch,
            work64, scratch64, back, buf, xc, max_iter, tol, drop_rtol, drop64, reg):
-        for k in range(NT):
+        nt = len(tot) if RUNTIME else NT
+        np_ = len(params) if RUNTIME else NP
+        for k in range(nt):
             tot[k] = 0.0
         setup64(data64, lo + lane, hi, step, tot)
-        allreduce_vec(tot, 0, NT)
+        allreduce_vec(tot, 0, nt)
         if not NARROW:
             return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
                           scratch64, buf, xc, max_iter, tol, drop_rtol, reg)
         if REDO_HERE:
-            for k in range(NP):
+            for k in range(np_):
                 back[k] = params[k]
         status, it, ll = loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats,
                               scratch, buf, xc, max_iter, tol, drop_rtol, reg)
         if status >= 0:  # the returned log-likelihood, in float64 at the same parameters
-            base = prepare64(params, tot, coef, work64)
+            base = prepare64(data64, params, tot, coef, work64)
             ll = estep64(data64, lo + lane, hi, step, work64, stats, scratch64, buf, xc)
             return status, it, allreduce(ll) + base + const
         if not REDO_HERE:
             return REDO, it, ll
-        for k in range(NP):  # float32 gave up: the fit again, in float64, from its start
+        for k in range(np_):  # float32 gave up: the fit again, in float64, from its start
             params[k] = back[k]
         return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
                       scratch64, buf, xc, max_iter, tol, drop64, reg)
@@ -150,7 +155,7 @@ def _pieces(model, dtype, target):
     once for the float64 kernel and the float32 kernel's float64 passes."""
     if target.name == "cuda":
         return model.pieces(dtype, target)
-    key = ("pieces", model.key, np.dtype(dtype).name, target.name)
+    key = ("pieces", model.cpu_key, np.dtype(dtype).name, target.name)
     if key not in _cpu_kept:
         _cpu_kept[key] = model.pieces(dtype, target)
     return _cpu_kept[key]
@@ -167,7 +172,7 @@ def _loop(model, dtype, target, give_up: bool):
     ns = model.sizes().stats
     if target.name == "cuda":
         return _make_loop(pieces, ns, target, give_up, target.jit)
-    key = ("loop", model.key, np.dtype(dtype).name, target.name, give_up)
+    key = ("loop", model.cpu_key, np.dtype(dtype).name, target.name, give_up)
     if key not in _cpu_kept:
         _cpu_kept[key] = _make_loop(pieces, ns, target, give_up, kernel())
     return _cpu_kept[key]
@@ -192,7 +197,7 @@ def _make_loop(pieces, NS, target, give_up: bool, jit):
     stop_f = make_stop(target.jit)
     GIVE_UP = give_up
     NONFINITE = DEGENERATE_NONFINITE  # this and above: the degenerate statuses
-    ONE_THREAD = target.name != "cuda"
+    ONE_THREAD = target.name != "cuda"  # (and the sizes may be run-time values: len(stats))
 
     def loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch, buf, xc,
              max_iter, tol, drop_rtol, reg):
@@ -200,20 +205,21 @@ def _make_loop(pieces, NS, target, give_up: bool, jit):
             lane = 0
             step = 1
         n = hi - lo
+        ns = len(stats) if ONE_THREAD else NS
         it = 0
         ll_prev = 0.0
         while True:
-            base = prepare_f(params, tot, coef, work)
-            for k in range(NS):
+            base = prepare_f(data, params, tot, coef, work)
+            for k in range(ns):
                 stats[k] = 0.0
             ll = estep_f(data, lo + lane, hi, step, work, stats, scratch, buf, xc)
             ll = allreduce(ll) + base + const
-            allreduce_vec(stats, FIRST, NS)
-            complete_f(stats, tot)
+            allreduce_vec(stats, FIRST, ns)
+            complete_f(data, stats, tot)
             status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
             if status >= 0:
                 return -1 if GIVE_UP and status >= NONFINITE else status, it, ll
-            status = mstep_f(stats, params, n, reg)
+            status = mstep_f(data, stats, params, n, reg)
             if status != 0:
                 return -1 if GIVE_UP else status, it, ll
             ll_prev = ll

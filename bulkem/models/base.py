@@ -10,7 +10,8 @@ and their array sizes (:class:`Sizes`).
 Every piece is plain Python written once and compiled for a
 :class:`bulkem.kernels.target.Target` (CPU or GPU).  Pieces may use scalar
 arithmetic, the ``math`` module, 1-D array indexing and tuples; model
-dimensions (components, states, symbols) are compile-time constants.
+dimensions (components, states, symbols) are compile-time constants, except
+where a model reads them from the batch tuple (:attr:`Model.cpu_key`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class Pieces(NamedTuple):
 
     ``data`` is the model's tuple of batch arrays (:meth:`Model.kernel_data`),
     ``lo, hi`` a dataset's items; a lane takes items ``lo, lo + step, ... < hi``.
+    Every piece gets ``data``: a model whose sizes are run-time values on the
+    CPU reads them there (the mixtures' ``M`` and ``D``); engines that run only
+    models without such sizes (the sequence models' wide GPU engine, their
+    decoding) pass an empty tuple to the pieces that take no observations.
 
     Attributes
     ----------
@@ -69,7 +74,7 @@ class Pieces(NamedTuple):
         ``setup(data, lo, hi, step, tot)``: adds this lane's part of the
         per-fit constants to ``tot`` (the driver sums ``tot`` over lanes).
     prepare : callable
-        ``prepare(params, tot, coef, work) -> base``: the iteration's
+        ``prepare(data, params, tot, coef, work) -> base``: the iteration's
         coefficients from the parameters; returns the part of the
         log-likelihood that follows from ``tot`` (NaN if a coefficient is
         not finite).  May reorder exchangeable components of ``params``.
@@ -78,13 +83,13 @@ class Pieces(NamedTuple):
         adds this lane's items' expected statistics to ``stats[first_stat:]``
         and returns their log-likelihood (``xc``: ``EXP_CONSTS``).
     complete : callable
-        ``complete(stats, tot)``: the statistics before ``first_stat``, after
-        the reduction (or nothing).
+        ``complete(data, stats, tot)``: the statistics before ``first_stat``,
+        after the reduction (or nothing).
     mstep : callable
-        ``mstep(stats, params, n, reg) -> status`` (0: ok), ``n`` the
+        ``mstep(data, stats, params, n, reg) -> status`` (0: ok), ``n`` the
         dataset's number of items, ``reg`` the model's regularisation.
     first_stat : int
-        The first statistic the E-step sums.
+        The first statistic the E-step sums (the lanes of a fit sum from it).
     """
 
     setup: Callable
@@ -123,6 +128,12 @@ class Model(ABC):
     @abstractmethod
     def key(self) -> tuple:
         """What the compiled code depends on (compile caches), ``tuning.key()`` included."""
+
+    @property
+    def cpu_key(self) -> tuple:
+        """What the CPU kernels depend on: :attr:`key`, less any size the CPU's pieces
+        take at run time (from the batch tuple)."""
+        return self.key
 
     @property
     @abstractmethod

@@ -15,22 +15,31 @@ from ...kernels.target import CPU, kernel
 _runners: dict = {}
 
 
+def sizes_array(model) -> np.ndarray:
+    """The lengths of one fit's arrays (``Model.sizes``), passed to the CPU kernels at run
+    time: ``(params, stats, totals, coef, work, scratch)``."""
+    sz = model.sizes()
+    return np.array([sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch],
+                    dtype=np.int64)
+
+
 def runner(model, dtype):
-    """The compiled ``prange`` loop over the fits of a batch, for a model and compute dtype."""
-    key = (model.key, np.dtype(dtype).name)
+    """The compiled ``prange`` loop over the fits of a batch, for a model and compute dtype
+    (one for every model of the same :attr:`~bulkem.models.base.Model.cpu_key`: the
+    sizes of a fit's arrays are an argument, :func:`sizes_array`)."""
+    key = (model.cpu_key, np.dtype(dtype).name)
     if key in _runners:
         return _runners[key]
     # A call, not inlined into the prange body: numba's parfor passes copy the loop body's IR
     # over and over, and with the whole EM loop (twice for float32: its float64 refit) in it
     # they took minutes (an inverse-Gaussian float32 kernel compiled in 86 s, 22 s now).
     em = kernel()(make_em(model, np.dtype(dtype).type, CPU).py_func)
-    sz = model.sizes()
-    NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     cdt = np.dtype(dtype).type
 
     @njit_cached(key, parallel=True)
     def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
-            tol, drop_rtol, drop64, reg, n_buf):
+            tol, drop_rtol, drop64, reg, n_buf, sz):
+        NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
             tot = np.empty(NT)
@@ -79,9 +88,10 @@ def run_fits(job, progress, on_starts=None) -> None:
     step = tuning.cpu_chunk_fits
     if progress.active:
         step = min(step, max(tuning.cpu_min_chunk_fits, -(-n // tuning.progress_steps)))
+    sz = sizes_array(job.model)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
-            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf)
+            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf, sz)
         progress(hi - lo)

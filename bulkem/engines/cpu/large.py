@@ -26,23 +26,22 @@ from ...fitting.driver import make_em
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU_WIDE
-from .bulk import narrow
+from .bulk import narrow, sizes_array
 
 _cpu_runners: dict = {}
 
 
 def _cpu_runner(model, dtype):
     """The driver (:func:`make_em`) on the ``cpu-wide`` target: one fit, its blocks in parallel."""
-    key = (model.key, np.dtype(dtype).name)
+    key = (model.cpu_key, np.dtype(dtype).name)
     if key in _cpu_runners:
         return _cpu_runners[key]
     em = make_em(model, np.dtype(dtype).type, CPU_WIDE)
-    sz = model.sizes()
-    NP, NS, NT, NC, NK, NX = sz.params, sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     cdt = np.dtype(dtype).type
 
     @njit_cached(key)
-    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, drop64, reg):
+    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, drop64, reg, sz):
+        NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
                   np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
                   np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, drop64,
@@ -60,13 +59,14 @@ def run_fits(job, progress) -> None:
     results are those of the bulk CPU engine, bit for bit, whatever the threads.
     """
     run = _cpu_runner(job.model, job.dtype)
+    sz = sizes_array(job.model)
     data64, offsets, const = job.kernel_data()
     data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
         st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
                          EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.drop_rtol64,
-                         job.reg)
+                         job.reg, sz)
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll

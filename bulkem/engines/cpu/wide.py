@@ -50,7 +50,7 @@ def runner(model, dtype):
       ``max_iter=0``, one E-step: the log-likelihood at ``params``.
     """
     dtype = np.dtype(dtype)
-    key = (model.key, dtype.name)
+    key = (model.cpu_key, dtype.name)
     if key in _runners:
         return _runners[key]
     cdt = dtype.type
@@ -63,7 +63,7 @@ def runner(model, dtype):
     NS, NT, NC, NK, NX = sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
     stop_f = make_stop(CPU.jit)
 
-    @njit_cached(("wide-setup", model.key), parallel=True)
+    @njit_cached(("wide-setup", model.cpu_key), parallel=True)
     def setup(data64, lo, hi, chunk):
         n_chunks = (hi - lo + chunk - 1) // chunk
         part = np.zeros((n_chunks, NT))
@@ -75,7 +75,7 @@ def runner(model, dtype):
                 tot[k] += part[c, k]
         return tot
 
-    @njit_cached(("wide-loop", model.key, dtype.name), parallel=True)
+    @njit_cached(("wide-loop", model.cpu_key, dtype.name), parallel=True)
     def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk
@@ -87,7 +87,7 @@ def runner(model, dtype):
         it = 0
         ll_prev = 0.0
         while True:
-            base = prepare_f(params, tot, coef, work)
+            base = prepare_f(data, params, tot, coef, work)
             for c in prange(n_chunks):
                 a = lo + c * chunk
                 scratch = np.empty(NX, cdt)
@@ -101,7 +101,7 @@ def runner(model, dtype):
                 for c in range(n_chunks):
                     s += part[c, k]
                 stats[k] = s
-            complete_f(stats, tot)
+            complete_f(data, stats, tot)
             ll = 0.0
             for c in range(n_chunks):
                 ll += llp[c]
@@ -109,7 +109,7 @@ def runner(model, dtype):
             status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
             if status >= 0:
                 return status, it, ll
-            status = mstep_f(stats, params, n, reg)
+            status = mstep_f(data, stats, params, n, reg)
             if status != 0:
                 return status, it, ll
             ll_prev = ll

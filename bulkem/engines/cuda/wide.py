@@ -160,7 +160,7 @@ def kernels(model, dtype):
     @cuda.jit
     def init(params, tot, coef, work, fstate):
         if cuda.grid(1) == 0:
-            fstate[2] = prepare_f(params, tot, coef, work)
+            fstate[2] = prepare_f((), params, tot, coef, work)
 
     @cuda.jit(**opts)
     def estep(data, lo, hi, work_g, part, istate, buf, xc):
@@ -228,16 +228,16 @@ def kernels(model, dtype):
                 st[col] = s
             cuda.syncthreads()
         if tid == 0:
-            complete_f(st, tot)
+            complete_f((), st, tot)
             ll = st[NS] + fstate[2] + const
             fstate[1] = ll
             code = stop_f(ll, fstate[0], istate[1], max_iter, tol, drop_rtol)
             if code < 0:
-                code = mstep_f(st, params, n, reg)
+                code = mstep_f((), st, params, n, reg)
                 if code == 0:
                     fstate[0] = ll
                     istate[1] += 1
-                    fstate[2] = prepare_f(params, tot, coef, work)
+                    fstate[2] = prepare_f((), params, tot, coef, work)
             if code != 0:
                 istate[2] = code
                 istate[0] = 1

@@ -160,7 +160,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     def setup(data, lo, hi, step, tot):
         pass
 
-    def prepare(params, tot, coef, work):
+    def prepare(data, params, tot, coef, work):
         ok = True
         for i in range(N):
             p = params[i]
@@ -280,10 +280,10 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 n = 0
         return ll
 
-    def complete(stats, tot):
+    def complete(data, stats, tot):
         pass
 
-    def mstep(stats, params, n, reg):
+    def mstep(data, stats, params, n, reg):
         for i in range(N):
             if not stats[P + SO + i] >= MIN_MASS:
                 return COLLAPSE

@@ -89,16 +89,19 @@ def _log_prod(p):
     return -math.inf if p == 0.0 else math.log(p)
 
 
-def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int = 0,
-              by_stat: bool = False) -> Pass:
+def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = False,
+              sizes: tuple | None = None) -> Pass:
     """Build the E-step pieces of the driver.
+
+    Every piece takes the number of components ``M`` and of dimensions ``D``
+    as its first two arguments: run-time values on the CPU (one compiled pass
+    for every ``M`` and ``D``), constants on the GPU, whose callers pass
+    compile-time constants into these inlined device functions.
 
     Parameters
     ----------
     family : Family
         Must have ``linear_logdens``.
-    n_components, n_dims : int
-        Baked in as compile-time constants.
     dtype : numpy scalar type
         Compute dtype of the per-observation math.
     jit : callable
@@ -111,6 +114,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
         observations ``tile`` at a time (:func:`_make_tiled`): the same
         arithmetic in the same order, so the same bits, with the inner loops
         over a tile's observations, which the compiler vectorises.
+    sizes : tuple, optional
+        ``(M, D)`` to compile into the passes that are compiled on their own
+        (the tiled ones), whose ``M`` and ``D`` arguments are then ignored; the
+        inlined pieces get constants from their callers.  None: run-time values.
     by_stat : bool, optional
         With ``tile`` (and a family with ``accum_tile``): ``estep`` and
         ``exact`` add to ``stats`` laid out by statistic, ``stats[k M + m]``,
@@ -121,35 +128,32 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
     Returns
     -------
     Pass
-        * ``totals(feat, stride, start, hi, step, tot)``: adds ``g(x_i)`` of
+        * ``totals(D, feat, stride, start, hi, step, tot)``: adds ``g(x_i)`` of
           observations ``start, start + step, ... < hi`` to ``tot[:S]``;
-        * ``shift(coef, tot, dcoef) -> base``: fills ``dcoef`` (compute
+        * ``shift(M, D, coef, tot, dcoef) -> base``: fills ``dcoef`` (compute
           dtype) with ``c[m] - c[0]`` and returns the part of the
           log-likelihood that follows from the totals, ``sum_k c[0, k]
           tot[k]`` (with M = 2 also half of ``sum_i v_i``), NaN if a
           coefficient is not finite;
-        * ``estep(dcoef, feat, stride, start, hi, step, block, stats, part, t,
-          xc) -> ll`` (``xc``: pass ``EXP_CONSTS``; ``block``: observations a
+        * ``estep(M, D, dcoef, feat, stride, start, hi, step, block, stats, part,
+          t, xc) -> ll`` (``xc``: pass ``EXP_CONSTS``; ``block``: observations a
           lane takes per block, :func:`block_obs`): adds the
           responsibility-weighted statistics of components ``first ... M-1``
           over those observations to ``stats`` (earlier blocks untouched) and
           returns the rest of their log mixture density; ``part`` (length
           ``NS``) and ``t`` (length ``M``) are compute-dtype scratch;
-        * ``complete(stats, tot)``: with ``first = 1``, component 0's
+        * ``complete(M, D, stats, tot)``: with ``first = 1``, component 0's
           statistics, ``tot`` minus the other components' (else nothing);
         * ``first``: 0 in float64, 1 otherwise (see the module docstring);
-        * ``exact(ecoef, feat, stride, start, hi, step, block, stats, part, t,
-          xc) -> ll``: as ``estep``, from the family's exact coefficients
+        * ``exact(M, D, ecoef, feat, stride, start, hi, step, block, stats, part,
+          t, xc) -> ll``: as ``estep``, from the family's exact coefficients
           (``Family.exact_coef``), and ``ll`` is the whole log mixture
           density of the observations (no part from the totals).
     """
-    if not family.linear_logdens or family.n_coef(1, n_dims) != family.n_stats(1, n_dims):
+    if not family.linear_logdens or family.n_coef(1, 1) != family.n_stats(1, 1):
         raise ValueError(f"family {family.name!r}: the EM driver needs log densities linear "
                          "in the sufficient statistics (Family.linear_logdens)")
-    M = n_components
-    D = n_dims
-    NS = family.n_stats(M, D)
-    S = NS // M
+    per_f = jit(family.n_stats)  # per_f(1, D): statistics (and coefficients) per component
     logdens_f = jit(family.logdens)
     exact_f = jit(family.exact_logdens)
     accum_f = jit(family.accum)
@@ -163,14 +167,14 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
     # subtraction would amplify rounding for a vanishing component 0 (n / mass)
     # and CPU and GPU fits could part ways.
     FIRST = 0 if dtype == np.float64 else 1
-    K0 = S * FIRST
 
-    def totals(feat, stride, start, hi, step, tot):
+    def totals(D, feat, stride, start, hi, step, tot):
         ust = np.uint64(stride)
         for i in range(np.uint64(start), np.uint64(hi), np.uint64(step)):
             accum_f(tot, 0, 1.0, D, feat, ust, i)
 
-    def shift(coef, tot, dcoef):
+    def shift(M, D, coef, tot, dcoef):
+        S = per_f(1, D)
         base = 0.0
         ok = True
         for k in range(S):
@@ -183,7 +187,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
                     base += 0.5 * d * tot[k]
         return base if ok else math.nan
 
-    def estep(dcoef, feat, stride, start, hi, step, block, stats, part, t, xc):
+    def estep(M, D, dcoef, feat, stride, start, hi, step, block, stats, part, t, xc):
+        S = per_f(1, D)
+        NS = S * M
+        K0 = S * FIRST
         ust = np.uint64(stride)
         ustep = np.uint64(step)
         uhi = np.uint64(hi)
@@ -233,7 +240,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
             i = end
         return ll
 
-    def exact(ecoef, feat, stride, start, hi, step, block, stats, part, t, xc):
+    def exact(M, D, ecoef, feat, stride, start, hi, step, block, stats, part, t, xc):
+        S = per_f(1, D)
+        NS = S * M
+        K0 = S * FIRST
         ust = np.uint64(stride)
         ustep = np.uint64(step)
         uhi = np.uint64(hi)
@@ -271,9 +281,10 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
             i = end
         return ll
 
-    def complete(stats, tot):
+    def complete(M, D, stats, tot):
         if FIRST == 0:
             return  # summed directly
+        S = per_f(1, D)
         for k in range(S):
             s = tot[k]
             for m in range(1, M):
@@ -281,11 +292,29 @@ def make_pass(family, n_components, n_dims, dtype, jit, approx=None, tile: int =
             stats[k] = s
 
     if tile and family.accum_tile is not None:  # compiled on their own (see _make_tiled)
-        pass_fast, pass_exact = _make_tiled(family, M, D, dtype, jit, (exp_neg, recip),
-                                            FIRST, tile, by_stat)
+        pass_fast, pass_exact = _make_tiled(family, dtype, jit, (exp_neg, recip), FIRST, tile,
+                                            by_stat, sizes)
     else:
         pass_fast, pass_exact = jit(estep), jit(exact)
     return Pass(jit(totals), jit(shift), pass_fast, jit(complete), FIRST, pass_exact)
+
+
+def fixed_sizes(sizes: tuple | None, jit):
+    """``fix(M, D) -> (M, D)``: the run-time sizes, or the constants ``sizes = (M, D)``
+    compiled in (a function compiled on its own, called with the sizes as arguments, then
+    has them as constants: its loops unroll and vectorise as they did when the sizes were
+    compile-time constants everywhere)."""
+    if sizes is None:
+
+        def fix(M, D):
+            return M, D
+    else:
+        M0, D0 = sizes
+
+        def fix(M, D):
+            return M0, D0
+
+    return jit(fix)
 
 
 def _tile_of(logdens_f, jit):
@@ -299,8 +328,8 @@ def _tile_of(logdens_f, jit):
     return jit(tile)
 
 
-def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
-                by_stat: bool):
+def _make_tiled(family, dtype, jit, math_f, first: int, tile: int, by_stat: bool,
+                sizes: tuple | None = None):
     """``estep`` and ``exact`` of :func:`make_pass`, ``tile`` observations at a time (CPU).
 
     Each tile's features are copied by feature (``X[f T + t]``).  Every
@@ -329,13 +358,17 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
     not inlined into it: Numba inlining their IR into the EM loop took longer
     than compiling them apart (a Gaussian runner: ~42 s -> ~25 s on the dev
     VM), and a call per E-step costs nothing measurable.
+
+    The sizes are the passes' first two arguments, ``M`` and ``D`` (or the
+    constants ``sizes``, see :func:`fixed_sizes`): the scratch's layout is
+    computed per pass and handed to the helpers as a tuple.
     """
-    NF = family.n_features(D)
-    NS = family.n_stats(M, D)
-    S = NS // M
+    fix = fixed_sizes(sizes, jit)
     T = tile
     FIRST = first
     BY_STAT = by_stat
+    per_f = jit(family.n_stats)
+    nfeat_f = jit(family.n_features)
     acc_f = jit(family.accum_tile)
     lin_f = (jit(family.logdens_tile) if family.logdens_tile is not None
              else _tile_of(jit(family.logdens), jit))
@@ -344,20 +377,24 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
     exp_neg, recip = math_f
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
-    # scratch: X (NF T), V, R (M T each), TOP, S, Q (T each)
-    OX, OV = 0, NF * T
-    OR = OV + M * T
-    OTOP = OR + M * T
-    OS, OQ = OTOP + T, OTOP + 2 * T
-    NBUF = OTOP + 3 * T
 
-    def load(feat, stride, j, step, n, buf):
+    def layout(M, D):
+        """``(M, D, S, NF, OV, OR, OTOP, OS, OQ, NBUF)``: the scratch holds X (NF T values,
+        from 0), V and R (M T each), TOP, S and Q (T each)."""
+        NF = nfeat_f(D)
+        OV = NF * T
+        OR = OV + M * T
+        OTOP = OR + M * T
+        return (M, D, per_f(1, D), NF, OV, OR, OTOP, OTOP + T, OTOP + 2 * T, OTOP + 3 * T)
+
+    def load(lay, feat, stride, j, step, n, buf):
+        NF = lay[3]
         for f in range(NF):
             src = f * stride + j
             for t in range(n):
-                buf[OX + f * T + t] = feat[src + t * step]
+                buf[f * T + t] = feat[src + t * step]
 
-    def take(part, out, buf, n, acc, half, block):
+    def take(lay, part, out, buf, n, acc, half, block):
         """The tile's observations, in order, into the running block ``acc``.
 
         ``acc = (ll, prod, top_sum, count)``: a block (``block`` observations)
@@ -365,6 +402,7 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
         statistics go to ``part`` (by statistic: ``part[k M + m]``); a full
         block is logged into ``ll`` and flushed into ``out`` (by statistic too).
         """
+        M, D, OV, OR, OTOP, OS, OQ = lay[0], lay[1], lay[4], lay[5], lay[6], lay[7], lay[8]
         ll, prod, top_sum, count = acc
         V = buf[OV:OR]
         for t in range(n):  # the responsibilities, by observation
@@ -380,16 +418,17 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
             for t in range(t0, t1):
                 prod *= buf[OS + t]
                 top_sum += buf[OTOP + t]
-            acc_f(part, buf[OR:OTOP], M, D, buf[OX:OV], T, t0, t1)
+            acc_f(part, buf[OR:OTOP], M, D, buf[0:OV], T, t0, t1)
             count += t1 - t0
             if count == block:
-                ll = flush(part, out, ll, prod, top_sum, half)
+                ll = flush(lay, part, out, ll, prod, top_sum, half)
                 prod, top_sum, count = ONE, ZERO, 0
             t0 = t1
         return ll, prod, top_sum, count
 
-    def flush(part, out, ll, prod, top_sum, half):
+    def flush(lay, part, out, ll, prod, top_sum, half):
         """Log a block's product into ``ll``; add its statistics to ``out``, zero them."""
+        M, S = lay[0], lay[2]
         ll += math.log(np.float64(prod)) + half * np.float64(top_sum)
         for k in range(S):
             o = k * M
@@ -399,8 +438,9 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
                 part[o + m] = ZERO
         return ll
 
-    def normalise(buf, n, first, xc):
+    def normalise(lay, buf, n, first, xc):
         """Components ``first ..``: ``exp(v - top)`` in place, added to ``OS``; ``OQ = 1 / OS``."""
+        M, OV, OTOP, OS, OQ = lay[0], lay[4], lay[6], lay[7], lay[8]
         for m in range(first, M):
             for t in range(n):
                 e = exp_neg(buf[OTOP + t] - buf[OV + m * T + t], xc)
@@ -409,11 +449,12 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
         for t in range(n):
             buf[OQ + t] = recip(buf[OS + t])
 
-    def linear_tile(dcoef, buf, n, xc):
+    def linear_tile(lay, dcoef, buf, n, xc):
         """``OS``, ``OTOP``, ``OQ`` and the responsibilities' numerators (``OV``) of a tile."""
+        M, D, OV, OR, OTOP, OS, OQ = lay[0], lay[1], lay[4], lay[5], lay[6], lay[7], lay[8]
         V = buf[OV:OR]
         if M == 2:
-            lin_f(dcoef, 1, D, buf[OX:OV], T, n, V)
+            lin_f(dcoef, 1, D, buf[0:OV], T, n, V)
             for t in range(n):
                 v = buf[OV + T + t]
                 a = abs(v)
@@ -428,36 +469,43 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
         for t in range(n):
             buf[OTOP + t] = ZERO
         for m in range(1, M):
-            lin_f(dcoef, m, D, buf[OX:OV], T, n, V)
+            lin_f(dcoef, m, D, buf[0:OV], T, n, V)
             for t in range(n):
                 buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
         for t in range(n):
             s = exp_neg(buf[OTOP + t], xc)  # component 0
             buf[OV + t] = s
             buf[OS + t] = s
-        normalise(buf, n, 1, xc)
+        normalise(lay, buf, n, 1, xc)
 
-    def exact_tile(ecoef, buf, n, xc):
+    def exact_tile(lay, ecoef, buf, n, xc):
         """As :func:`linear_tile`, from the exact log densities of every component."""
+        M, D, OV, OR, OTOP, OS = lay[0], lay[1], lay[4], lay[5], lay[6], lay[7]
         V = buf[OV:OR]
-        ex_f(ecoef, 0, D, buf[OX:OV], T, n, V)
+        ex_f(ecoef, 0, D, buf[0:OV], T, n, V)
         for t in range(n):
             buf[OTOP + t] = buf[OV + t]
         for m in range(1, M):
-            ex_f(ecoef, m, D, buf[OX:OV], T, n, V)
+            ex_f(ecoef, m, D, buf[0:OV], T, n, V)
             for t in range(n):
                 buf[OTOP + t] = max(buf[OTOP + t], buf[OV + m * T + t])
         for t in range(n):
             buf[OS + t] = ZERO
-        normalise(buf, n, 0, xc)
+        normalise(lay, buf, n, 0, xc)
 
-    def make_run(tile_f, half):
+    def make_run(tile_f, linear: bool):
         """The pass over a lane's observations, a tile at a time."""
+        LINEAR = linear
 
-        def run(cf, feat, stride, start, hi, step, block, stats, part, t_, xc):
+        def run(M, D, cf, feat, stride, start, hi, step, block, stats, part, t_, xc):
             stride, step, hi = np.int64(stride), np.int64(step), np.int64(hi)
             block = np.int64(block)
-            buf = np.empty(NBUF, dtype)
+            M, D = fix(M, D)
+            lay = layout(M, D)
+            S = lay[2]
+            NS = S * M
+            half = 0.5 if LINEAR and M == 2 else 1.0
+            buf = np.empty(lay[9], dtype)
             for k in range(NS):
                 part[k] = ZERO
             if BY_STAT:
@@ -471,13 +519,13 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
             j = np.int64(start)
             while j < hi:
                 n = min(T, (hi - j + step - 1) // step)
-                load(feat, stride, j, step, n, buf)
-                tile_f(cf, buf, n, xc)
-                acc = take(part, out, buf, n, acc, half, block)
+                load(lay, feat, stride, j, step, n, buf)
+                tile_f(lay, cf, buf, n, xc)
+                acc = take(lay, part, out, buf, n, acc, half, block)
                 j += n * step
             ll, prod, top_sum, count = acc
             if count > 0:
-                ll = flush(part, out, ll, prod, top_sum, half)
+                ll = flush(lay, part, out, ll, prod, top_sum, half)
             if not BY_STAT:
                 for m in range(FIRST, M):
                     for k in range(S):
@@ -486,22 +534,22 @@ def _make_tiled(family, M, D, dtype, jit, math_f, first: int, tile: int,
 
         return run
 
+    layout = jit(layout)
     load = jit(load)
     flush = jit(flush)
     take = jit(take)
     normalise = jit(normalise)
     linear_tile = jit(linear_tile)
     exact_tile = jit(exact_tile)
-    return (kernel()(make_run(linear_tile, 0.5 if M == 2 else 1.0)),
-            kernel()(make_run(exact_tile, 1.0)))
+    return kernel()(make_run(linear_tile, True)), kernel()(make_run(exact_tile, False))
 
 
-def make_blocked(pass_f, n_stats: int, n_components: int, dtype, first: int,
-                 by_stat: bool = False, *, wave: int):
+def make_blocked(pass_f, family, dtype, first: int, by_stat: bool = False, *, wave: int,
+                 sizes: tuple | None = None):
     """A pass over one lane's observations, its blocks computed in parallel (CPU).
 
-    ``run(cf, feat, stride, lo, hi, block, stats, xc) -> ll`` gives the bits of
-    ``pass_f(cf, feat, stride, lo, hi, 1, block, stats, part, t, xc)`` (one lane,
+    ``run(M, D, cf, feat, stride, lo, hi, block, stats, xc) -> ll`` gives the bits of
+    ``pass_f(M, D, cf, feat, stride, lo, hi, 1, block, stats, part, t, xc)`` (one lane,
     ``stats`` zero before): every block's sums are computed by ``pass_f`` on
     its own, in a ``prange`` loop, then added in block order, as the one lane
     adds them.  For the one-large-dataset regime on the CPU.
@@ -519,18 +567,20 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, first: int,
     """
     from numba import prange
 
-    NS = n_stats
-    M = n_components
-    S = n_stats // n_components
+    per_f = kernel()(family.n_stats)
+    fix = fixed_sizes(sizes, kernel())
     FIRST = first
-    K0 = 0 if by_stat else first * S  # rows: the entries the pass writes (or zeros)
     BY_STAT = by_stat
     cdt = dtype
     WAVE = max(1, wave)
     KCH = 64  # statistics per task of the merge
 
     @kernel(parallel=True)
-    def run(cf, feat, stride, lo, hi, block, stats, xc):
+    def run(M, D, cf, feat, stride, lo, hi, block, stats, xc):
+        M, D = fix(M, D)
+        S = per_f(1, D)
+        NS = S * M
+        K0 = 0 if BY_STAT else FIRST * S  # rows: the entries the pass writes (or zeros)
         B = block
         nb = (hi - lo + B - 1) // B
         nw = max(1, min(nb, WAVE))  # (at least 1: the waves' loop steps by it)
@@ -554,7 +604,8 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, first: int,
                     row[k] = 0.0
                 part = np.empty(NS, cdt)
                 t = np.empty(M, cdt)
-                lls[j] = pass_f(cf, feat, stride, a, min(hi, a + B), 1, B, row, part, t, xc)
+                lls[j] = pass_f(M, D, cf, feat, stride, a, min(hi, a + B), 1, B, row, part, t,
+                                xc)
             for c in prange(nk):
                 k1 = min(NS, K0 + (c + 1) * KCH)
                 for j in range(n):
@@ -571,10 +622,10 @@ def make_blocked(pass_f, n_stats: int, n_components: int, dtype, first: int,
     return run
 
 
-def make_bound(family, n_components: int, n_dims: int, jit):
+def make_bound(family, jit):
     """How far rounding may move the linear pass's log-likelihood, in units of eps.
 
-    ``bound(coef, tot) -> float``.  The linear pass adds up terms
+    ``bound(M, D, coef, tot) -> float``.  The linear pass adds up terms
     ``c[m, k] g_k(x_i)`` whose magnitudes total at most ``W_m = sum_k
     |c[m, k]| sum_i |g_k(x_i)|`` for component ``m`` (``Family.coef_bound``
     bounds it from the totals); the log-likelihood follows from the terms of
@@ -582,11 +633,9 @@ def make_bound(family, n_components: int, n_dims: int, jit):
     so rounding moves it by at most a few eps times the largest ``W_m`` (4:
     one term of the base, one of the difference, their products and sums).
     """
-    M = n_components
-    D = n_dims
     term_f = jit(family.coef_bound)
 
-    def bound(coef, tot):
+    def bound(M, D, coef, tot):
         worst = 0.0
         for m in range(M):
             worst = max(worst, term_f(coef, tot, m, D))

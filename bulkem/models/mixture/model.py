@@ -37,15 +37,21 @@ class MixtureModel(Model):
     """``M`` components of a :class:`Family` in ``D`` dimensions.
 
     The items the lanes of a fit split are the dataset's observations.  The
-    batch data of the kernels is ``(feat, stride)``: the family's features of
+    batch data of the kernels starts ``(feat, stride)``: the family's features of
     every observation, feature ``f`` of observation ``i`` at
-    ``feat[f * stride + i]``.
+    ``feat[f * stride + i]`` (:meth:`kernel_data`).
     """
 
     family: Family
     n_components: int
     n_dims: int = 1
     tuning: Tuning = DEFAULT
+
+    @property
+    def compiled_sizes(self) -> bool:
+        """The CPU's kernels have M and D compiled in (``Tuning.cpu_sizes``), else read
+        them at run time: one kernel for every size."""
+        return self.tuning.cpu_sizes == "compiled"
 
     @property
     def name(self) -> str:
@@ -56,6 +62,13 @@ class MixtureModel(Model):
         """What the compiled code depends on (for compile caches): the model and the
         tuning compiled into kernels."""
         return ("mixture", self.family.name, self.n_components, self.n_dims, self.tuning.key())
+
+    @property
+    def cpu_key(self) -> tuple:
+        """What the CPU kernels depend on: the sizes only where they are compiled in."""
+        if self.compiled_sizes:
+            return self.key
+        return ("mixture", self.family.name, self.tuning.key())
 
     component_label = "component"  # the components table's numbering column
 
@@ -103,9 +116,11 @@ class MixtureModel(Model):
         Returns
         -------
         data : tuple
-            ``(feat, stride, block64, block32)``: ``feat`` of shape ``(n_features * n,)``
-            float64, and the observations per block of the E-step's sums in float64 and
-            in float32 (``Tuning.estep_block_obs``, :func:`.fused.block_obs`).
+            ``(feat, stride, block64, block32, M, D)``: ``feat`` of shape
+            ``(n_features * n,)`` float64; the observations per block of the E-step's
+            sums in float64 and in float32 (``Tuning.estep_block_obs``,
+            :func:`.fused.block_obs`); the numbers of components and dimensions (read by
+            the CPU's pieces, run-time values there).
         offsets : ndarray of shape (n_datasets + 1,)
             The datasets' observation ranges.
         const : ndarray of shape (n_datasets,)
@@ -118,7 +133,7 @@ class MixtureModel(Model):
         M, per = self.n_components, self.tuning.estep_block_obs
         blocks = (block_obs(np.float64, M, per["float64"]),
                   block_obs(np.float32, M, per["float32"]))
-        return (feat, len(values), *blocks), offsets, const
+        return (feat, len(values), *blocks, M, self.n_dims), offsets, const
 
     # --- starts ---------------------------------------------------------------
 
@@ -216,55 +231,86 @@ class MixtureModel(Model):
         duplicate symbols, ERROR_INVALID_IR, for block-wide fits.)
         On the ``"cpu-wide"`` target the passes run their blocks in parallel
         (:func:`~.fused.make_blocked`).
+
+        The number of components and of dimensions are run-time values on
+        the CPU targets, read from the batch tuple (:meth:`kernel_data`), so
+        that one compiled kernel serves every ``M`` and ``D`` (the pieces do
+        not depend on this model's sizes there; :attr:`cpu_key`), unless
+        ``compiled_sizes``; on the GPU they are this model's, compile-time
+        constants.  Both give the same bits.
         """
-        fam, M, D = self.family, self.n_components, self.n_dims
+        fam = self.family
         jit = target.jit
         approx = target.approx32 if dtype == np.float32 else None
-        tile = 0 if target.name == "cuda" else self.tuning.cpu_tile_obs
+        on_gpu = target.name == "cuda"
+        tile = 0 if on_gpu else self.tuning.cpu_tile_obs
         wide = target.name == "cpu-wide"
         by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
         tun = self.tuning
-        ps = make_pass(fam, M, D, dtype, jit, approx, tile, by_stat)
+        const = on_gpu or self.compiled_sizes
+        sizes = (self.n_components, self.n_dims) if const else None
+        ps = make_pass(fam, dtype, jit, approx, tile, by_stat, sizes)
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
         mstep_f = jit(fam.mstep)
-        bound_f = make_bound(fam, M, D, jit)
-        NS = fam.n_stats(M, D)
-        NC = fam.n_coef(M, D)
-        S = NS // M
-        P = fam.per_component(D)  # parameters per component, the weight first
-        LEAD = first == 1 and M > 1
-        MODE = NC  # work[MODE]: 0 the linear pass, 1 the exact one
-        LL = NS  # stats[LL]: the E-step's log-likelihood (the pass's part)
-        FLAG = S + (0 if dtype == np.float64 else 1)  # tot[FLAG]: E-steps done before
-        SCALE = S + (2 if dtype == np.float64 else 3)  # tot[SCALE]: the base, then |ll|
+        bound_f = make_bound(fam, jit)
+        per_f = jit(fam.n_stats)  # per_f(1, D): statistics per component
+        ncoef_f = jit(fam.n_coef)
+        npar_f = jit(fam.per_component)
+        FIRST = first
+        FOFF = 0 if dtype == np.float64 else 1  # tot[S + FOFF]: E-steps done before
+        SOFF = 2 if dtype == np.float64 else 3  # tot[S + SOFF]: the base, then |ll|
         EPS = float(np.finfo(dtype).eps)
         TAU = self.tuning.exact_rtol[np.dtype(dtype).name]
+        if const:
+            M0, D0 = sizes
+
+            def dims_py(data):
+                return M0, D0
+        else:
+
+            def dims_py(data):
+                return data[4], data[5]
+
+        dims = jit(dims_py)
+
+        def layout_py(M, D):
+            """``(S, NS, NC, P)``: statistics per component and in all, coefficients,
+            parameters per component (the weight first).  ``work[NC]``: 0 the linear
+            pass, 1 the exact one; ``stats[NS]``: the E-step's log-likelihood."""
+            S = per_f(1, D)
+            return S, S * M, ncoef_f(M, D), npar_f(D)
+
+        layout = jit(layout_py)
         if wide:
             wave = tun.cpu_wide_wave_blocks
-            fast_f = make_blocked(ps.estep, NS, M, dtype, first, by_stat, wave=wave)
-            exact_f = make_blocked(ps.exact, NS, M, dtype, first, by_stat, wave=wave)
+            fast_f = make_blocked(ps.estep, fam, dtype, first, by_stat, wave=wave, sizes=sizes)
+            exact_f = make_blocked(ps.exact, fam, dtype, first, by_stat, wave=wave, sizes=sizes)
 
-            def run_fast(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
-                return fast_f(work[:NC], feat, stride, lo, hi, block, stats, xc)
+            def run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
+                         xc):
+                return fast_f(M, D, work[:NC], feat, stride, lo, hi, block, stats, xc)
 
-            def run_exact(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
-                return exact_f(work[:NC], feat, stride, lo, hi, block, stats, xc)
+            def run_exact(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
+                          xc):
+                return exact_f(M, D, work[:NC], feat, stride, lo, hi, block, stats, xc)
         else:
             pass_fast, pass_exact = ps.estep, ps.exact
 
-            def run_fast(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
-                return pass_fast(work, feat, stride, lo, hi, step, block, stats, scratch[:NS],
-                                 scratch[NS:NS + M], xc)
+            def run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
+                         xc):
+                return pass_fast(M, D, work, feat, stride, lo, hi, step, block, stats,
+                                 scratch[:NS], scratch[NS:NS + M], xc)
 
-            def run_exact(work, feat, stride, lo, hi, step, block, stats, scratch, xc):
-                return pass_exact(work, feat, stride, lo, hi, step, block, stats,
+            def run_exact(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
+                          xc):
+                return pass_exact(M, D, work, feat, stride, lo, hi, step, block, stats,
                                   scratch[:NS], scratch[NS:NS + M], xc)
         run_fast = jit(run_fast)
         run_exact = jit(run_exact)
 
-        def lead_py(params):
+        def lead_py(M, P, params):
             # The pass derives component 0 from the totals, which is accurate only
             # while component 0 is not small: keep the heaviest first.
             for m in range(1, M):
@@ -279,19 +325,22 @@ class MixtureModel(Model):
         BI = 2 if dtype == np.float64 else 3  # data[BI]: this dtype's block (kernel_data)
 
         def setup(data, lo, hi, step, tot):
-            totals(data[0], data[1], lo, hi, step, tot)
+            M, D = dims(data)
+            totals(D, data[0], data[1], lo, hi, step, tot)
 
-        def prepare(params, tot, coef, work):
-            if LEAD:
-                lead(params)
+        def prepare(data, params, tot, coef, work):
+            M, D = dims(data)
+            S, NS, NC, P = layout(M, D)
+            if FIRST == 1 and M > 1:
+                lead(M, P, params)
             coef_f(params, M, D, coef)
-            later = tot[FLAG] != 0.0  # not the fit's first E-step with these pieces
-            tot[FLAG] = 1.0
-            if later and EPS * bound_f(coef, tot) <= TAU * tot[SCALE]:
-                work[MODE] = 0
-                base = shift(coef, tot, work)
+            later = tot[S + FOFF] != 0.0  # not the fit's first E-step with these pieces
+            tot[S + FOFF] = 1.0
+            if later and EPS * bound_f(M, D, coef, tot) <= TAU * tot[S + SOFF]:
+                work[NC] = 0
+                base = shift(M, D, coef, tot, work)
             else:  # the exact pass: all of the log-likelihood from the E-step
-                work[MODE] = 1
+                work[NC] = 1
                 ecoef_f(params, M, D, coef)
                 base = 0.0
                 for k in range(NC):
@@ -299,27 +348,37 @@ class MixtureModel(Model):
                     if not math.isfinite(c):
                         base = math.nan
                     work[k] = c
-            tot[SCALE] = base
+            tot[S + SOFF] = base
             return base
 
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
+            M, D = dims(data)
+            S, NS, NC, P = layout(M, D)
             feat, stride, block = data[0], data[1], data[BI]
-            if work[MODE] == 0:
-                ll = run_fast(work, feat, stride, lo, hi, step, block, stats, scratch, xc)
+            if work[NC] == 0:
+                ll = run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats,
+                              scratch, xc)
             else:
-                ll = run_exact(work, feat, stride, lo, hi, step, block, stats, scratch, xc)
-            stats[LL] = ll
+                ll = run_exact(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats,
+                               scratch, xc)
+            stats[NS] = ll
             return ll
 
-        def complete_scale(stats, tot):
-            complete(stats, tot)
-            tot[SCALE] = abs(stats[LL] + tot[SCALE])  # for the next prepare
+        def complete_scale(data, stats, tot):
+            M, D = dims(data)
+            S, NS, NC, P = layout(M, D)
+            complete(M, D, stats, tot)
+            tot[S + SOFF] = abs(stats[NS] + tot[S + SOFF])  # for the next prepare
 
-        def mstep(stats, params, n, reg):
+        def mstep(data, stats, params, n, reg):
+            M, D = dims(data)
             return mstep_f(stats, params, M, D, n, reg)
 
+        # The statistics the lanes of a fit sum from (the driver's allreduce): on the CPU
+        # one thread runs a fit and sums nothing, and the sizes are run-time values.
+        first_stat = fam.n_stats(1, self.n_dims) * first if on_gpu else 0
         return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete_scale), jit(mstep),
-                      NS // M * first)
+                      first_stat)
 
 
 def _contiguous(feat: np.ndarray, parallel_min: int) -> np.ndarray:

@@ -412,7 +412,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
 
     fill_work_f = jit(fill_work)
 
-    def prepare(params, tot, coef, work):
+    def prepare(data, params, tot, coef, work):
         s2 = params[P]
         r = params[P + 1]
         ok = s2 > 0.0 and r > 0.0 and math.isfinite(s2) and math.isfinite(r)
@@ -529,7 +529,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
             u += step
         return ll
 
-    def complete(stats, tot):
+    def complete(data, stats, tot):
         stats[0] = tot[0]
         stats[1] = tot[1]
 
@@ -546,7 +546,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
 
     ssr_f = jit(ssr)
 
-    def mstep(stats, params, n, reg):
+    def mstep(data, stats, params, n, reg):
         n_obs = stats[0]
         n_trans = stats[1]
         r = stats[SOBS] / n_obs if n_obs > 0.0 else math.nan
