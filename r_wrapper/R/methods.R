@@ -114,16 +114,18 @@ as.data.frame.bulkem_fit <- function(x, row.names = NULL, optional = FALSE,
 as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
 
 # fit[i]: the datasets i (ids as in fit$summary$dataset, or positions for a
-# fit whose datasets have names), every table cut to them.
+# fit whose datasets have names), every table cut to them. A TMAP's tables
+# name them in a column "trace".
 `[.bulkem_fit` <- function(x, i) {
   s <- x$summary
-  ids <- s$dataset
+  key <- if ("dataset" %in% names(s)) "dataset" else "trace"
+  ids <- s[[key]]
   if (missing(i)) {
     return(x)
   }
   pos <- if (is.logical(i)) {
     if (length(i) != length(ids)) {
-      stop("A logical index must have one value per dataset (", length(ids), "), got ",
+      stop("A logical index must have one value per ", key, " (", length(ids), "), got ",
         length(i), ".",
         call. = FALSE
       )
@@ -131,14 +133,15 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
     which(i)
   } else if (is.numeric(i) && !is.numeric(ids)) {
     if (any(i < 1 | i > length(ids) | i != round(i))) {
-      stop("Dataset positions must be whole numbers in 1..", length(ids), ".", call. = FALSE)
+      stop(if (key == "trace") "Trace" else "Dataset", " positions must be whole numbers in 1..",
+        length(ids), ".", call. = FALSE)
     }
     as.integer(i)
   } else {
     found <- match(as.character(i), as.character(ids))
     if (anyNA(found)) {
-      stop("This fit has no dataset ", paste(deparse(i[is.na(found)][1L]), collapse = ""),
-        "; its datasets are ", paste(utils::head(format(ids), 10L), collapse = ", "),
+      stop("This fit has no ", key, " ", paste(deparse(i[is.na(found)][1L]), collapse = ""),
+        "; its ", key, "s are ", paste(utils::head(format(ids), 10L), collapse = ", "),
         if (length(ids) > 10L) ", ..." else "", ".",
         call. = FALSE
       )
@@ -152,8 +155,8 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
     if (identical(name, "summary")) {
       tab <- tab[pos, , drop = FALSE]
     } else {
-      rows <- which(as.character(tab$dataset) %in% keep)
-      rows <- rows[order(match(as.character(tab$dataset[rows]), keep))]
+      rows <- which(as.character(tab[[key]]) %in% keep)
+      rows <- rows[order(match(as.character(tab[[key]][rows]), keep))]
       tab <- tab[rows, , drop = FALSE]
     }
     row.names(tab) <- NULL
@@ -324,3 +327,4 @@ mixture_values <- function(fit, dataset, x) {
   lc[is.na(lc)] <- -Inf
   rowSums(exp(lc))
 }
+
