@@ -68,7 +68,7 @@ r_seed <- function(seed) {
 }
 
 # The families fit_mixture() serves; the others are refused with the R
-# function that fits them (or, where R has none yet, the Python call).
+# function that fits them.
 check_mixture_family <- function(family) {
   one_string(family, "family")
   if (!family %in% c("hmm", "tmap", "ar", "local_level")) {
@@ -79,8 +79,8 @@ check_mixture_family <- function(family) {
   } else if (family %in% c("ar", "local_level")) {
     paste0("State-space models are fitted by fit_ssm(data, model = \"", family, "\").")
   } else {
-    paste0("The R package does not fit family \"", family, "\" yet; use ",
-      "bulkem.fit(family = \"", family, "\") in Python.")
+    paste0("Transient Markovian arrival processes are fitted by fit_tmap(data, ",
+      "orders = c(1, 2, 3)).")
   }
   stop("fit_mixture() fits mixtures: family must be \"invgauss\" or \"gaussian\", got \"",
     family, "\". ", where,
@@ -113,15 +113,16 @@ warn_not_converged <- function(status, max_iter, tol, interface = "fit_mixture")
 # The FitResult tables as R data.frames, with R conventions: dataset
 # positions and start numbers count from 1, and "no value" is NA (Python's
 # -1 placeholders for best_start and n_iter of datasets without a fit).
-r_tables <- function(py, ids) {
+# key: the column naming each row's dataset ("trace" for a TMAP).
+r_tables <- function(py, ids, key = "dataset") {
   summary <- r_table(py$summary)
   components <- r_table(py$components)
   starts <- r_table(py$starts)
   start_values <- r_table(py$start_values)
-  summary$dataset <- r_ids(summary$dataset, ids)
-  components$dataset <- r_ids(components$dataset, ids)
-  starts$dataset <- r_ids(starts$dataset, ids)
-  start_values$dataset <- r_ids(start_values$dataset, ids)
+  summary[[key]] <- r_ids(summary[[key]], ids)
+  components[[key]] <- r_ids(components[[key]], ids)
+  starts[[key]] <- r_ids(starts[[key]], ids)
+  start_values[[key]] <- r_ids(start_values[[key]], ids)
   summary$best_start <- ifelse(summary$best_start < 0L, NA_integer_,
     as.integer(summary$best_start + 1L)
   )

@@ -356,14 +356,15 @@ py_options <- function(opts) {
 
 # Python's "sequence k" (k from 0 within a dataset) in the summary's messages ->
 # "sequence <label>" (the data.frame's label) or "sequence k + 1" (a position).
-relabel_sequences <- function(messages, labels) {
+# word: "sequence", or "run" for a TMAP's runs.
+relabel_sequences <- function(messages, labels, word = "sequence") {
   vapply(seq_along(messages), function(i) {
     msg <- messages[i]
-    if (is.na(msg) || !grepl("sequence [0-9]", msg)) {
+    if (is.na(msg) || !grepl(paste0("\\b", word, " [0-9]"), msg, perl = TRUE)) {
       return(msg)
     }
     lab <- if (is.null(labels)) NULL else labels[[i]]
-    relabel_numbers(msg, "sequence", function(k) {
+    relabel_numbers(msg, word, function(k) {
       if (is.null(lab) || k + 1L > length(lab)) {
         k + 1L
       } else if (is.character(lab) || is.factor(lab)) {
@@ -569,7 +570,9 @@ py_hmm_batch <- function(data, gaussian, dataset_col, sequence_col, value_col) {
   list(py = py, ids = if (named) "name" else "position", lengths = lengths, labels = NULL)
 }
 
-py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col) {
+# words: what the messages call a dataset and a sequence ("trace", "run" for a TMAP).
+py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col,
+                         words = c("dataset", "sequence")) {
   keys <- c(dataset_col, sequence_col)
   have <- keys %in% names(data)
   values <- if (all(value_col %in% names(data))) {
@@ -589,7 +592,7 @@ py_hmm_frame <- function(data, gaussian, dataset_col, sequence_col, value_col) {
     n_na <- sum(is.na(data[[col]]))
     if (n_na) {
       stop("column '", col, "' of data has ", n_na, " NA value", if (n_na > 1L) "s" else "",
-        "; every row needs its ", if (col == dataset_col) "dataset" else "sequence", ".",
+        "; every row needs its ", if (col == dataset_col) words[1L] else words[2L], ".",
         call. = FALSE
       )
     }

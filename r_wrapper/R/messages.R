@@ -2,19 +2,36 @@
 # functions' argument names, R advice instead of Python's, R quoting.
 
 # terms: list(ids = "position" | "name" | "label", interface = "fit_mixture" |
-# "bulkem" | "fit_hmm"), as run_fit() and fit_hmm() record them; NULL: an
-# unnamed list to fit_mixture().
+# "bulkem" | "fit_hmm" | "fit_ssm" | "fit_tmap" | "kalman_loglik" | "state_space"),
+# as run_fit(), fit_hmm() and the others record them; NULL: an unnamed list to
+# fit_mixture().
 r_message <- function(msg, terms = NULL) {
   ids <- if (is.null(terms$ids)) "position" else terms$ids
   interface <- if (is.null(terms$interface)) "fit_mixture" else terms$interface
+  tmap <- identical(interface, "fit_tmap")
+  kalman <- identical(interface, "kalman_loglik")
+  if (tmap) { # Python's generic messages say "dataset" where TMAP's say "trace"
+    msg <- gsub("\\bdatasets\\b", "traces", msg, perl = TRUE)
+    msg <- gsub("\\bdataset\\b", "trace", msg, perl = TRUE)
+  }
+  # the word naming the batch's items: "dataset", a TMAP's "trace", a series
+  item <- if (tmap) "trace" else if (kalman) "series" else "dataset"
   if (identical(ids, "position")) {
-    msg <- shift_dataset_numbers(msg)
+    msg <- shift_numbers(msg, item)
   } else if (is.list(ids)) { # codes of a factor or text column -> its labels
-    msg <- relabel_numbers(msg, "dataset", function(k) paste0("'", ids$levels[k], "'"))
+    msg <- relabel_numbers(msg, item, function(k) paste0("'", ids$levels[k], "'"))
   }
   hmm <- identical(interface, "fit_hmm")
   if (hmm) {
     msg <- shift_numbers(msg, "sequence") # sequences by position, from 1
+  }
+  if (tmap) {
+    msg <- shift_numbers(msg, "run") # runs by position within their trace, from 1
+    # orders=(1, 2, 3) or orders=(3,) -> orders = c(1, 2, 3), orders = c(3)
+    msg <- gsub("\\borders=\\(([0-9, ]*?),?\\)", "orders = c(\\1)", msg, perl = TRUE)
+  }
+  if (kalman || identical(interface, "state_space")) {
+    msg <- r_kalman_words(msg)
   }
   # init['key'] -> init$key (before the quoting below turns 'key' into "key")
   msg <- gsub("\\binit\\['([A-Za-z_]+)'\\]", "init$\\1", msg, perl = TRUE)
@@ -67,6 +84,8 @@ r_message <- function(msg, terms = NULL) {
       tol = "epsilon")
   } else if (hmm) {
     c(n_components = "components", n_starts = "starts", n_symbols = "symbols")
+  } else if (tmap) {
+    c(n_starts = "starts", dataset_col = "trace_col")
   } else {
     c(n_components = "components", n_starts = "starts")
   }
@@ -74,6 +93,20 @@ r_message <- function(msg, terms = NULL) {
     msg <- gsub(paste0("\\b", names(args)[i], "\\b"), args[[i]], msg, perl = TRUE)
   }
   r_quoting(msg)
+}
+
+# The Kalman filter's messages in R: time steps from 1, R's matrix notation.
+r_kalman_words <- function(msg) {
+  hits <- gregexpr("\\btime step [0-9]+ \\(0-based\\)", msg, perl = TRUE)[[1]]
+  if (hits[1L] > 0L) {
+    found <- regmatches(msg, list(hits))[[1]]
+    k <- as.integer(gsub("[^0-9]", "", sub(" (0-based)", "", found, fixed = TRUE)))
+    regmatches(msg, list(hits)) <- list(paste("time step", k + 1L))
+  }
+  msg <- gsub("\\b([A-Za-z][A-Za-z0-9]*)\\.T\\b", "t(\\1)", msg, perl = TRUE)
+  msg <- gsub(" @ ", " %*% ", msg, fixed = TRUE)
+  msg <- gsub("window=n,", "window = n,", msg, fixed = TRUE)
+  gsub("report_error=True", "report_error = TRUE", msg, fixed = TRUE)
 }
 
 # "dataset 0" -> "dataset 1": Python counts list positions from 0, R from 1.

@@ -114,16 +114,18 @@ as.data.frame.bulkem_fit <- function(x, row.names = NULL, optional = FALSE,
 as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
 
 # fit[i]: the datasets i (ids as in fit$summary$dataset, or positions for a
-# fit whose datasets have names), every table cut to them.
+# fit whose datasets have names), every table cut to them. A TMAP's tables
+# name them in a column "trace".
 `[.bulkem_fit` <- function(x, i) {
   s <- x$summary
-  ids <- s$dataset
+  key <- if ("dataset" %in% names(s)) "dataset" else "trace"
+  ids <- s[[key]]
   if (missing(i)) {
     return(x)
   }
   pos <- if (is.logical(i)) {
     if (length(i) != length(ids)) {
-      stop("A logical index must have one value per dataset (", length(ids), "), got ",
+      stop("A logical index must have one value per ", key, " (", length(ids), "), got ",
         length(i), ".",
         call. = FALSE
       )
@@ -131,14 +133,15 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
     which(i)
   } else if (is.numeric(i) && !is.numeric(ids)) {
     if (any(i < 1 | i > length(ids) | i != round(i))) {
-      stop("Dataset positions must be whole numbers in 1..", length(ids), ".", call. = FALSE)
+      stop(if (key == "trace") "Trace" else "Dataset", " positions must be whole numbers in 1..",
+        length(ids), ".", call. = FALSE)
     }
     as.integer(i)
   } else {
     found <- match(as.character(i), as.character(ids))
     if (anyNA(found)) {
-      stop("This fit has no dataset ", paste(deparse(i[is.na(found)][1L]), collapse = ""),
-        "; its datasets are ", paste(utils::head(format(ids), 10L), collapse = ", "),
+      stop("This fit has no ", key, " ", paste(deparse(i[is.na(found)][1L]), collapse = ""),
+        "; its ", key, "s are ", paste(utils::head(format(ids), 10L), collapse = ", "),
         if (length(ids) > 10L) ", ..." else "", ".",
         call. = FALSE
       )
@@ -152,8 +155,8 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
     if (identical(name, "summary")) {
       tab <- tab[pos, , drop = FALSE]
     } else {
-      rows <- which(as.character(tab$dataset) %in% keep)
-      rows <- rows[order(match(as.character(tab$dataset[rows]), keep))]
+      rows <- which(as.character(tab[[key]]) %in% keep)
+      rows <- rows[order(match(as.character(tab[[key]][rows]), keep))]
       tab <- tab[rows, , drop = FALSE]
     }
     row.names(tab) <- NULL
@@ -323,4 +326,57 @@ mixture_values <- function(fit, dataset, x) {
   lc <- terms$base - exp(terms$logq)
   lc[is.na(lc)] <- -Inf
   rowSums(exp(lc))
+}
+
+# fitted(fit): the most probable component of each of a dataset's own values
+# (type = "class") or the posterior probabilities (type = "prob", a matrix with
+# a row per value), as predict() gives them for those values.
+fitted.bulkem_fit <- function(object, dataset = NULL, type = c("class", "prob"), ...) {
+  type <- match.arg(type)
+  fit_python(object) # the dataset's values are in the Python object
+  per_dataset(object, dataset, function(id) {
+    p <- predict(object, py_dataset_values(object, id), dataset = id)
+    if (identical(type, "class")) p$classification else p$z
+  })
+}
+
+residuals.bulkem_fit <- function(object, ...) {
+  stop("residuals() has no meaning for a mixture: a value is not a fitted value plus an ",
+    "error, it is drawn from one of the components. Use fitted(fit, type = \"prob\") for ",
+    "each value's posterior probabilities of the components (fitted(fit) for the most ",
+    "probable one), or mixture_density() for the fitted density.",
+    call. = FALSE
+  )
+}
+
+# fun(id) for one dataset (`dataset`, or the fit's only one); with several
+# datasets and dataset = NULL, a list named by the datasets' ids with fun(id)
+# for each, NULL for a dataset without fitted parameters.
+per_dataset <- function(fit, dataset, fun) {
+  s <- fit$summary
+  has_fit <- s$status %in% c("converged", "max_iter")
+  if (!is.null(dataset) || nrow(s) == 1L) {
+    id <- one_dataset(fit, dataset)
+    pos <- match(as.character(id), as.character(s$dataset))
+    if (!has_fit[pos]) {
+      stop("dataset ", dataset_label(id), " has no fit: its status is \"", s$status[pos],
+        "\".",
+        call. = FALSE
+      )
+    }
+    return(fun(id))
+  }
+  out <- lapply(seq_len(nrow(s)), function(i) if (has_fit[i]) fun(s$dataset[[i]]) else NULL)
+  names(out) <- as.character(s$dataset)
+  out
+}
+
+# A fitted dataset's values as they were fitted (a matrix, a row per value, for
+# a Gaussian mixture in several dimensions).
+py_dataset_values <- function(fit, id) {
+  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
+  values <- py_call(plotting$dataset_values, fit_python(fit), python_dataset_id(fit, id),
+    .terms = list(ids = attr(fit, "ids")))
+  n_dims <- attr(fit, "n_dims")
+  if (!is.null(n_dims) && n_dims > 1L) py_matrix(values) else py_numbers(values)
 }

@@ -123,3 +123,27 @@ ssm_score <- function(fit, dataset, series) {
 }
 
 ssm_terms <- function(fit) list(ids = attr(fit, "ids"), interface = "fit_ssm")
+
+# fitted(): the smoothed signal (ssm_smooth()'s mean) of a dataset's series,
+# one after the other; residuals(): the observations minus it (NA where a
+# step is missing).
+fitted.bulkem_ssm <- function(object, dataset = NULL, ...) {
+  ssm_signal(object, dataset, residual = FALSE)
+}
+
+residuals.bulkem_ssm <- function(object, dataset = NULL, ...) {
+  ssm_signal(object, dataset, residual = TRUE)
+}
+
+ssm_signal <- function(fit, dataset, residual) {
+  python_of(fit, "bulkem_ssm", "fit_ssm")
+  lengths <- attr(fit, "sequence_lengths")
+  per_dataset(fit, dataset, function(id) {
+    pos <- match(as.character(id), as.character(fit$summary$dataset))
+    n_series <- if (is.null(lengths)) 1L else length(lengths[[pos]])
+    unlist(lapply(seq_len(n_series), function(k) {
+      sm <- ssm_smooth(fit, id, k)
+      if (residual) sm$y - sm$mean else sm$mean
+    }))
+  })
+}

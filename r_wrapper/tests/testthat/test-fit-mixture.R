@@ -208,7 +208,7 @@ test_that("fit_mixture() refuses the families it does not serve, saying what doe
   expect_error(fit_mixture(list(1:5), family = "hmm"), "fitted by fit_hmm(data, components",
                fixed = TRUE)
   expect_error(fit_mixture(list(1:5), family = "tmap"),
-               "use bulkem.fit(family = \"tmap\") in Python", fixed = TRUE)
+               "fitted by fit_tmap(data, orders = c(1, 2, 3))", fixed = TRUE)
   for (family in c("ar", "local_level")) {
     expect_error(fit_mixture(list(1:5), family = family),
                  paste0("fitted by fit_ssm(data, model = \"", family, "\")"), fixed = TRUE)

@@ -101,6 +101,33 @@ test_that("as.data.frame() gives a table; fit[i] keeps the datasets i", {
   expect_equal(mixture_density(byp[3], 3, 1), mixture_density(byp, 3, 1))
 })
 
+test_that("fitted() gives each value's component, as predict() does; residuals() says why not", {
+  skip_if_no_bulkem()
+  m <- methods_fit()
+  fit <- m$fit
+  x <- m$data$r[[2]]
+  expect_identical(fitted(fit, "b"), predict(fit, x, dataset = "b")$classification)
+  expect_equal(fitted(fit, "b", type = "prob"), predict(fit, x, dataset = "b")$z)
+  py <- attr(fit, "python") # Python's own classes of the same values
+  expect_identical(fitted(fit, "b"),
+                   as.integer(bulkem:::py_numbers(py$predict("b", bulkem:::py_float_array(x)))))
+  every <- fitted(fit)
+  expect_named(every, c("a", "b", "c"))
+  expect_identical(lengths(every), c(a = 300L, b = 300L, c = 300L))
+  expect_identical(every$b, fitted(fit, "b"))
+  expect_identical(fitted(fit["c"]), fitted(fit, "c"))
+  expect_error(fitted(fit, "b", type = "z"), "'arg' should be one of")
+  expect_error(fitted(fit, "zz"), "dataset \"zz\" has no fit: no such dataset.", fixed = TRUE)
+  expect_error(residuals(fit), "residuals() has no meaning for a mixture", fixed = TRUE)
+  # a dataset without a fit: NULL among all, an error alone
+  some <- suppressWarnings(fit_mixture(list(x, c(1, NA, 2)), starts = 2, seed = 5,
+                                       max_iter = 1000, backend = "cpu"))
+  expect_identical(names(fitted(some)), c("1", "2"))
+  expect_null(fitted(some)[["2"]])
+  expect_error(fitted(some, 2), "dataset 2 has no fit: its status is \"invalid_data\".",
+               fixed = TRUE)
+})
+
 test_that("a fit saved with saveRDS() keeps working when read back", {
   skip_if_no_bulkem()
   fit <- methods_fit()$fit
@@ -118,6 +145,7 @@ test_that("a fit saved with saveRDS() keeps working when read back", {
   expect_output(print(back), "bulkem fit: invgauss mixture")
   expect_output(print(summary(back)), "Dataset a")
   expect_error(plot(back), "which is gone (the fit was saved and read back", fixed = TRUE)
+  expect_error(fitted(back), "which is gone (the fit was saved and read back", fixed = TRUE)
   # and in a new R session
   script <- tempfile(fileext = ".R")
   on.exit(unlink(script), add = TRUE)

@@ -35,3 +35,56 @@ test_that("fit_ssm() fits AR(p) plus noise and local levels to series, as Python
   expect_identical(unique(ll$components$parameter), c("level0", "state_var", "obs_var"))
   expect_error(fit_ssm(data, "arma"), "`model` must be \"ar\"", fixed = TRUE)
 })
+
+test_that("fitted() is the smoothed signal of a dataset's series, residuals() the rest", {
+  skip_if_no_bulkem()
+  set.seed(9)
+  ar1 <- function(n, phi = 0.7) {
+    z <- numeric(n)
+    for (t in 2:n) z[t] <- phi * z[t - 1] + stats::rnorm(1)
+    z + stats::rnorm(n, sd = 0.5)
+  }
+  data <- list(a = list(ar1(150), ar1(120)), b = ar1(200))
+  data$a[[2]][7] <- NA
+  quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
+  fit <- quiet(fit_ssm(data, "ar", order = 1, starts = 2, seed = 4, backend = "cpu"))
+  f <- fitted(fit, "a")
+  expect_length(f, 270L) # the series one after the other
+  expect_equal(f, c(ssm_smooth(fit, "a", 1)$mean, ssm_smooth(fit, "a", 2)$mean))
+  py <- attr(fit, "python")
+  expect_equal(f[151:270], py_col(py$smooth("a", 1L), "mean"), tolerance = 1e-14)
+  r <- residuals(fit, "a")
+  expect_equal(r, unlist(data$a) - f)
+  expect_identical(which(is.na(r)), 157L) # no residual at the missing step
+  every <- fitted(fit)
+  expect_named(every, c("a", "b"))
+  expect_identical(every$b, fitted(fit, "b"))
+  expect_identical(residuals(fit)$b, residuals(fit, "b"))
+  expect_identical(fitted(fit["b"]), fitted(fit, "b"))
+  # a local level from a data.frame of one series per dataset, against an R smoother
+  level <- function(n) cumsum(stats::rnorm(n, sd = 0.5)) + stats::rnorm(n)
+  long <- data.frame(dataset = rep(c("x", "y"), c(80, 60)), value = c(level(80), level(60)))
+  ll <- quiet(fit_ssm(long, "local_level", starts = 2, seed = 1, backend = "cpu"))
+  cf <- coef(ll)["y", ]
+  y <- long$value[long$dataset == "y"]
+  # Rauch-Tung-Striebel for x[1] ~ N(level0, state_var), x[t+1] = x[t] + w, y[t] = x[t] + v
+  n <- length(y)
+  mp <- pp <- mf <- pf <- numeric(n)
+  m <- cf[["level0"]]
+  p <- cf[["state_var"]]
+  for (t in seq_len(n)) {
+    mp[t] <- m
+    pp[t] <- p
+    k <- p / (p + cf[["obs_var"]])
+    m <- m + k * (y[t] - m)
+    p <- (1 - k) * p
+    mf[t] <- m
+    pf[t] <- p
+    p <- p + cf[["state_var"]]
+  }
+  ms <- mf
+  for (t in (n - 1):1) ms[t] <- mf[t] + pf[t] / pp[t + 1] * (ms[t + 1] - mp[t + 1])
+  expect_equal(fitted(ll, "y"), ms, tolerance = 1e-9)
+  expect_equal(residuals(ll, "y"), y - ms, tolerance = 1e-9)
+  expect_identical(lengths(fitted(ll)), c(x = 80L, y = 60L))
+})
