@@ -75,6 +75,10 @@ def test_bulk_matches_oracle_from_given_starts(backend, tuning, seed):
     assert list(tr.columns) == ["trace", "from_branch", "to_branch", "pi"]
     rows = tr.groupby(["trace", "from_branch"]).pi.sum().to_numpy()
     assert np.allclose(rows + comp.exit.to_numpy(), 1.0)
+    st = res.start_transitions  # issue 38: named as transitions, each start's own pi
+    assert list(st.columns) == ["trace", "start", "from_branch", "to_branch", "pi"]
+    for (_, start), g in st.groupby(["trace", "start"]):
+        assert np.array_equal(g.pi.to_numpy(), np.asarray(starts[start]["pi"]).ravel())
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

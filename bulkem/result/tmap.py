@@ -24,7 +24,9 @@ class TMAPResult(FitResult):
       fixed; only branches of equal order are exchangeable, and those are
       listed by increasing mean ``order / rate``;
     * ``transitions``: one row per (trace, from_branch, to_branch): ``pi``;
-    * ``start_values``: one row per (trace, start, branch).
+    * ``start_values``: one row per (trace, start, branch);
+    * ``start_transitions``: each start's ``pi``, one row per (trace, start, from_branch,
+      to_branch).
 
     With ``drop_bad_runs=True``, a trace that lost runs says how many in
     ``summary.message``.
@@ -49,6 +51,12 @@ class TMAPResult(FitResult):
     def transitions(self) -> pd.DataFrame:
         """One row per (trace, from_branch, to_branch): the fitted switching probability ``pi``."""
         return self.tables["transitions"]
+
+    @property
+    def start_transitions(self) -> pd.DataFrame:
+        """Each start's switching probabilities: one row per (trace, start, from_branch,
+        to_branch), ``pi`` (join ``start_values`` on ``trace, start``)."""
+        return self.tables["start_transitions"]
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:

@@ -277,6 +277,19 @@ class TMAPModel(HMMModel):
             return params
         return self.permute(params, perm)
 
+    def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
+        """``start_transitions``: each start's ``pi``, one row per (trace, start, from_branch,
+        to_branch), named as the ``transitions`` table."""
+        R = self.n_states
+        _, pi, _ = self._split(init)
+        return {"start_transitions": pd.DataFrame({
+            "trace": np.repeat(datasets, R * R),
+            "start": np.repeat(starts, R * R),
+            "from_branch": np.tile(np.repeat(np.arange(1, R + 1), R), len(datasets)),
+            "to_branch": np.tile(np.arange(1, R + 1), R * len(datasets)),
+            "pi": pi.reshape(-1),
+        })}
+
     def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
         """``transitions``: one row per (trace, from_branch, to_branch), ``pi``."""
         R = self.n_states
