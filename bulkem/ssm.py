@@ -43,6 +43,10 @@ STATUSES = ("ok", "invalid_data", "failed")
 
 def _as_series(series: Any, ny: int, series_col: str, value_col: str | Sequence[str] | None
                ) -> list[tuple[Any, np.ndarray]]:
+    if isinstance(series, pd.DataFrame) and series_col not in series.columns:
+        raise ValueError(
+            f"DataFrame input has columns {list(series.columns)}; expected a {series_col!r} "
+            "column naming the series of each row. Pass series_col= to name another.")
     pairs = as_datasets(series, ndim=1 if ny == 1 else 2, dataset_col=series_col,
                         value_col=value_col)
     out = []

@@ -480,6 +480,8 @@ def test_input_forms(seed):
     long = pd.DataFrame({"series": np.repeat(["a", "b"], [10, 6]),
                          "value": np.concatenate(list(ys.values()))})
     assert_rel(bulkem.kalman_loglik(long, m, backend="cpu").loglik, want)
+    with pytest.raises(ValueError, match="expected a 'id' column naming the series.*series_col="):
+        bulkem.kalman_loglik(long, m, series_col="id", backend="cpu")
     one = bulkem.kalman_loglik(ys["a"], m, backend="cpu")
     assert len(one) == 1 and one.series[0] == 0
     assert_rel(one.loglik, want[:1])
