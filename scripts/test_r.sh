@@ -138,9 +138,10 @@ done
 say "figures"
 missing=0
 for fig in bmi_fits bmi_starts bmi_bic demo_timing demo_truth hmm_paper hmm_decoded \
+           tmap_loglik tmap_moments kalman_speed kalman_error gmm_paper gmm_fit \
            bmi_fits_py bmi_starts_py bmi_bic_py demo_timing_py demo_truth_py \
            kalman_speed_py kalman_error_py hmm_paper_py hmm_path_py \
-           tmap_loglik_py tmap_moments_py; do
+           tmap_loglik_py tmap_moments_py gmm_paper_py gmm_fit_py; do
     f="$OUT/$fig.png"
     if [ -s "$f" ] && [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
         printf '  ok       %s (%s bytes)\n' "$fig.png" "$(wc -c <"$f" | tr -d ' ')"
