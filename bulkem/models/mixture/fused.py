@@ -61,7 +61,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...kernels.fastmath import make_math
-from ...kernels.target import kernel
+from ...kernels.target import CPU_WIDE, kernel
 
 
 class Pass(NamedTuple):
@@ -567,8 +567,8 @@ def make_blocked(pass_f, family, dtype, first: int, by_stat: bool = False, *, wa
     """
     from numba import prange
 
-    per_f = kernel()(family.n_stats)
-    fix = fixed_sizes(sizes, kernel())
+    per_f = CPU_WIDE.jit(family.n_stats)
+    fix = fixed_sizes(sizes, CPU_WIDE.jit)  # (inlined: the sizes are constants in run)
     FIRST = first
     BY_STAT = by_stat
     cdt = dtype
