@@ -6,7 +6,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                     dtype = "float64", init = NULL, params = "ste", reg_covar = 1e-6,
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
-                    sequence_col = "sequence", value_col = "value", ...) {
+                    sequence_col = "sequence", value_col = "value", checkpoint = NULL, ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -24,6 +24,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   }
   one_number(tol, "tol")
   one_number(reg_covar, "reg_covar")
+  cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   gaussian <- identical(emission, "gaussian")
   coded <- if (identical(emission, "categorical")) {
@@ -44,7 +45,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(r_seed(seed), "seed"),
+    seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
     init = py_hmm_init(init),
@@ -55,7 +56,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     reg_covar = as.double(reg_covar),
     emission = emission,
     params = params,
-    sequence_col = sequence_col
+    sequence_col = sequence_col,
+    checkpoint = cp$path
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")
@@ -104,6 +106,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     ids = batch$ids,
     sequence_lengths = batch$lengths,
     sequence_labels = batch$labels,
+    checkpoint = checkpoint_done(cp),
     python = py
   )
 }

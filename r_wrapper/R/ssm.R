@@ -5,7 +5,7 @@
 fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
-                    value_col = "value") {
+                    value_col = "value", checkpoint = NULL) {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -17,6 +17,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   one_string(series_col, "series_col")
   one_string(value_col, "value_col")
   one_number(tol, "tol")
+  cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   batch <- py_hmm_batch(data, FALSE, dataset_col, series_col, value_col)
   terms <- list(ids = batch$ids, interface = "fit_ssm")
@@ -26,7 +27,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(r_seed(seed), "seed"),
+    seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
     strict = isTRUE(strict),
@@ -34,6 +35,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     dataset_col = dataset_col,
     value_col = value_col,
     series_col = series_col,
+    checkpoint = cp$path,
     .terms = terms
   )
   if (identical(model, "ar")) {
@@ -53,6 +55,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     ids = batch$ids,
     sequence_lengths = batch$lengths,
     sequence_labels = batch$labels,
+    checkpoint = checkpoint_done(cp),
     python = py
   )
 }
