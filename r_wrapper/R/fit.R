@@ -220,6 +220,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = run$ids,
     checkpoint = run$checkpoint,
+    saved = saved_state(py),
     python = py
   )
 }
@@ -251,24 +252,6 @@ mixture_density <- function(fit, dataset, x) {
   mixture_values(fit, one_dataset(fit, dataset), x)
 }
 
-# The Python FitResult behind a bulkem_fit.
-fit_python <- function(fit) {
-  if (!inherits(fit, "bulkem_fit")) {
-    stop("`fit` must be the result of fit_mixture(), got a ", class(fit)[1L], ".",
-      call. = FALSE
-    )
-  }
-  py <- attr(fit, "python")
-  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
-      "back, or made in another R session): fit again. (logLik(), coef(), summary(), ",
-      "predict() and mixture_density() work on a saved fit.)",
-      call. = FALSE
-    )
-  }
-  py
-}
-
 # An R dataset id -> the Python one.
 python_dataset_id <- function(fit, dataset) {
   if (length(dataset) != 1L) {
@@ -295,7 +278,6 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
       call. = FALSE
     )
   }
-  py <- fit_python(x)
   s <- x$summary
   if (is.null(dataset)) {
     fitted <- s$dataset[s$status %in% c("converged", "max_iter")]
@@ -306,10 +288,8 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
     }
     dataset <- fitted[[1L]]
   }
-  id <- python_dataset_id(x, dataset)
-  terms <- list(ids = attr(x, "ids"))
-  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
-  values <- py_numbers(py_call(plotting$dataset_values, py, id, .terms = terms))
+  dataset <- fitted_dataset(x, dataset)
+  values <- fit_values(x, dataset, "plot()")
   n <- length(values)
   # the values but a fraction `tail` at each end, as FitResult.plot in Python
   lims <- stats::quantile(values, c(tail, 1 - tail), names = FALSE)
@@ -320,8 +300,7 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
   }
   hi <- lims[2] + pad
   grid <- seq(lo, hi, length.out = 1000L)
-  dens <- py_call(plotting$component_densities, py, id, py_float_array(grid), .terms = terms)
-  comp <- matrix(py_numbers(dens), nrow = length(grid), byrow = TRUE)
+  comp <- component_values(x, dataset, grid) # from the components table, in R
   mixture <- rowSums(comp)
   h <- graphics::hist(values[values >= lo & values <= hi], breaks = breaks, plot = FALSE)
   inside <- values >= min(h$breaks) & values <= max(h$breaks)

@@ -66,6 +66,8 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = batch$ids,
     checkpoint = checkpoint_done(cp),
+    saved = saved_state(py, list(orders = orders, drop_bad_runs = drop_bad_runs),
+                        values = FALSE),
     python = py
   )
 }

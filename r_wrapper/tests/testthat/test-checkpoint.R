@@ -71,6 +71,7 @@ test_that("fit_mixture(checkpoint = ) gives the tables of a fit without, and res
     expect_same_tables(resumed, ref)
     # methods work on a fit read back from a checkpoint
     expect_equal(mixture_density(again, "d2", c(0.5, 1, 2)), mixture_density(ref, "d2", c(0.5, 1, 2)))
+    expect_error(fitted(again, "d2"), "a fit read back from a checkpoint holds no values")
   })
 })
 
