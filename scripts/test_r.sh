@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The R side, for real: install the R package, run its testthat tests against
-# the Python in $BULKEM_PYTHON, render every vignette, check the figures.
+# the Python in $BULKEM_PYTHON, build and check the package (R CMD check, every
+# example run), render every vignette, check the figures.
 #
 #   BULKEM_PYTHON=.venv/bin/python bash scripts/test_r.sh
 #
@@ -15,7 +16,9 @@
 #
 # Fails when R is missing, when `import bulkem` fails in $BULKEM_PYTHON, when
 # any R test fails or is skipped (the Python side is there, so nothing may be
-# skipped), when a vignette fails, or when a figure is missing.
+# skipped), when `R CMD check` of the built tarball reports an error or a
+# warning or its examples did not run their Python part, when a vignette
+# fails, or when a figure is missing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -89,6 +92,42 @@ if (skipped > 0) {
 }
 if (nrow(df) == 0 || failed > 0 || skipped > 0) quit(status = 1)
 ' || die "R tests failed (or were skipped)."
+
+say "R CMD build + R CMD check --no-manual --no-tests (examples against $PY_EXE)"
+# The tarball as CRAN would check it; its tests are the testthat run above
+# (--no-tests). BULKEM_REQUIRE_PYTHON=1 makes bulkem_available() an error
+# when the Python side is missing, so no example can skip its Python part.
+# repos: an empty local index, so that the dependency check looks up no
+# package index on the network (offline it warns "unable to access index").
+CHECK_DIR="$OUT/rcheck"
+rm -rf "$CHECK_DIR"
+mkdir -p "$CHECK_DIR/repo/src/contrib"
+: >"$CHECK_DIR/repo/src/contrib/PACKAGES"
+printf 'options(repos = c(CRAN = "file://%s/repo"))\n' "$CHECK_DIR" >"$CHECK_DIR/Rprofile"
+(cd "$CHECK_DIR" && R CMD build "$ROOT/r_wrapper") >"$CHECK_DIR/build.log" 2>&1 \
+    || { cat "$CHECK_DIR/build.log"; die "R CMD build r_wrapper failed."; }
+TARBALL="$(cd "$CHECK_DIR" && ls bulkem_*.tar.gz)"
+(cd "$CHECK_DIR" && R_PROFILE_USER="$CHECK_DIR/Rprofile" \
+    R CMD check --no-manual --no-tests "$TARBALL") >"$CHECK_DIR/check.log" 2>&1 \
+    || { tail -n 60 "$CHECK_DIR/check.log"; tail -n 40 "$CHECK_DIR/bulkem.Rcheck/bulkem-Ex.Rout" 2>/dev/null;
+         die "R CMD check failed (log: $CHECK_DIR/check.log)."; }
+STATUS="$(grep '^Status:' "$CHECK_DIR/check.log" || true)"
+echo "  $TARBALL: $STATUS"
+grep -E '^\* .*\.\.\. (NOTE|WARNING|ERROR)' "$CHECK_DIR/check.log" || true
+case "$STATUS" in
+    *ERROR*|*WARNING*) die "R CMD check: $STATUS (log: $CHECK_DIR/check.log)." ;;
+esac
+# Every example ran its Python part: each fitting function's print is there.
+EX="$CHECK_DIR/bulkem.Rcheck/bulkem-Ex.Rout"
+EXPECT=("found in the Python at" "bulkem fit: invgauss mixture" "bulkem fit: hidden Markov model"
+        "bulkem fit: AR(1) plus noise" "bulkem fit: TMAP")
+if "$PY_EXE" -c 'import pyarrow' 2>/dev/null; then
+    EXPECT+=("Resumed the checkpoint") # (fit_mixture's example; without pyarrow it says so)
+fi
+for what in "${EXPECT[@]}"; do
+    grep -qF "$what" "$EX" || die "the examples did not run their Python part: no \"$what\" in $EX."
+done
+echo "  examples ran (their output: $EX)"
 
 if [ -z "${BULKEM_NO_INSTALL_TEST:-}" ]; then
     # From R, as a user would: R's LD_LIBRARY_PATH is set, and install_bulkem()

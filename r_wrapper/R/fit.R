@@ -5,7 +5,7 @@
 run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      backend, dtype, init, strict, progress, interface = "fit_mixture",
                      dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
-                     init_method = NULL) {
+                     init_method = NULL, checkpoint = NULL) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   check_mixture_family(family)
@@ -26,6 +26,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
   if (!is.null(init_method)) {
     one_string(init_method, "init_method")
   }
+  cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   data <- py_datasets(datasets, dataset_col, value_col,
                       matrices = identical(family, "gaussian"))
@@ -43,7 +44,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     n_starts = py_int(starts, name("starts", "random.inits")),
     max_iter = py_int(max_iter, name("max_iter", "max.iters")),
     tol = as.double(tol),
-    seed = py_int(r_seed(seed), "seed"),
+    seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
     init = py_init(init),
@@ -53,9 +54,66 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     value_col = if (length(value_col) == 1L) value_col else as.list(value_col),
     reg_covar = as.double(reg_covar),
     init_method = init_method,
+    checkpoint = cp$path,
     .terms = list(ids = data$ids, interface = interface)
   )
-  list(py = result, ids = data$ids)
+  list(py = result, ids = data$ids, checkpoint = checkpoint_done(cp))
+}
+
+# checkpoint = NULL or a folder -> list(path =, resumed =, before =): the
+# folder as Python gets it, whether it holds a run already, and its finished
+# chunks before this call (NULL for no checkpoint).
+checkpoint_start <- function(checkpoint) {
+  if (is.null(checkpoint)) {
+    return(NULL)
+  }
+  if (!is.character(checkpoint) || length(checkpoint) != 1L || is.na(checkpoint) ||
+    !nzchar(checkpoint)) {
+    stop("`checkpoint` must be one folder path, e.g. checkpoint = \"fits.checkpoint\", got ",
+      paste(deparse(checkpoint), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  path <- normalizePath(path.expand(checkpoint), mustWork = FALSE)
+  list(
+    path = path,
+    resumed = file.exists(file.path(path, "manifest.json")),
+    before = checkpoint_chunks(path)
+  )
+}
+
+# The finished chunks of a checkpoint folder (Python renames a chunk's folder
+# to chunk-NNNNNN once it is complete).
+checkpoint_chunks <- function(path) {
+  if (!dir.exists(path)) {
+    return(0L)
+  }
+  sum(dir.exists(file.path(path, list.files(path, pattern = "^chunk-[0-9]{6}$"))))
+}
+
+# The seed to pass: with seed = NULL a resumed checkpoint keeps its own (Python
+# reads it from the folder), a new run draws one from R's random numbers.
+checkpoint_seed <- function(seed, cp) {
+  if (is.null(seed) && isTRUE(cp$resumed)) {
+    return(NULL)
+  }
+  py_int(r_seed(seed), "seed")
+}
+
+# After a checkpointed fit: list(path =, chunks =, read =, fitted =), the
+# chunks read back from the folder and those fitted by this call (the
+# attribute "checkpoint" of the fit); a message when chunks were read back.
+checkpoint_done <- function(cp) {
+  if (is.null(cp)) {
+    return(NULL)
+  }
+  total <- checkpoint_chunks(cp$path)
+  read <- min(cp$before, total)
+  if (read > 0L) {
+    message(sprintf("Resumed the checkpoint %s: %d of %d chunk%s read back, %d fitted.",
+      cp$path, read, total, if (total == 1L) "" else "s", total - read))
+  }
+  list(path = cp$path, chunks = total, read = read, fitted = total - read)
 }
 
 # The seed of the random starts: with NULL, one drawn from R's random numbers,
@@ -141,12 +199,12 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                         dtype = "float64", init = NULL, strict = FALSE,
                         progress = FALSE, dataset_col = "dataset", value_col = "value",
-                        reg_covar = 1e-6, init_method = NULL) {
+                        reg_covar = 1e-6, init_method = NULL, checkpoint = NULL) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
     dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
-    init_method = init_method
+    init_method = init_method, checkpoint = checkpoint
   )
   out <- r_tables(run$py, run$ids)
   warn_not_converged(out$summary$status, max_iter, tol)
@@ -161,6 +219,8 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
     n_dims = as.integer(reticulate::py_to_r(py$n_dims)),
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = run$ids,
+    checkpoint = run$checkpoint,
+    saved = saved_state(py),
     python = py
   )
 }
@@ -192,24 +252,6 @@ mixture_density <- function(fit, dataset, x) {
   mixture_values(fit, one_dataset(fit, dataset), x)
 }
 
-# The Python FitResult behind a bulkem_fit.
-fit_python <- function(fit) {
-  if (!inherits(fit, "bulkem_fit")) {
-    stop("`fit` must be the result of fit_mixture(), got a ", class(fit)[1L], ".",
-      call. = FALSE
-    )
-  }
-  py <- attr(fit, "python")
-  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
-      "back, or made in another R session): fit again. (logLik(), coef(), summary(), ",
-      "predict() and mixture_density() work on a saved fit.)",
-      call. = FALSE
-    )
-  }
-  py
-}
-
 # An R dataset id -> the Python one.
 python_dataset_id <- function(fit, dataset) {
   if (length(dataset) != 1L) {
@@ -236,7 +278,6 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
       call. = FALSE
     )
   }
-  py <- fit_python(x)
   s <- x$summary
   if (is.null(dataset)) {
     fitted <- s$dataset[s$status %in% c("converged", "max_iter")]
@@ -247,10 +288,8 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
     }
     dataset <- fitted[[1L]]
   }
-  id <- python_dataset_id(x, dataset)
-  terms <- list(ids = attr(x, "ids"))
-  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
-  values <- py_numbers(py_call(plotting$dataset_values, py, id, .terms = terms))
+  dataset <- fitted_dataset(x, dataset)
+  values <- fit_values(x, dataset, "plot()")
   n <- length(values)
   # the values but a fraction `tail` at each end, as FitResult.plot in Python
   lims <- stats::quantile(values, c(tail, 1 - tail), names = FALSE)
@@ -261,8 +300,7 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
   }
   hi <- lims[2] + pad
   grid <- seq(lo, hi, length.out = 1000L)
-  dens <- py_call(plotting$component_densities, py, id, py_float_array(grid), .terms = terms)
-  comp <- matrix(py_numbers(dens), nrow = length(grid), byrow = TRUE)
+  comp <- component_values(x, dataset, grid) # from the components table, in R
   mixture <- rowSums(comp)
   h <- graphics::hist(values[values >= lo & values <= hi], breaks = breaks, plot = FALSE)
   inside <- values >= min(h$breaks) & values <= max(h$breaks)

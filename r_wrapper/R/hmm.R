@@ -6,7 +6,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                     dtype = "float64", init = NULL, params = "ste", reg_covar = 1e-6,
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
-                    sequence_col = "sequence", value_col = "value", ...) {
+                    sequence_col = "sequence", value_col = "value", checkpoint = NULL, ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -24,6 +24,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   }
   one_number(tol, "tol")
   one_number(reg_covar, "reg_covar")
+  cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   gaussian <- identical(emission, "gaussian")
   coded <- if (identical(emission, "categorical")) {
@@ -44,7 +45,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(r_seed(seed), "seed"),
+    seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
     init = py_hmm_init(init),
@@ -55,7 +56,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     reg_covar = as.double(reg_covar),
     emission = emission,
     params = params,
-    sequence_col = sequence_col
+    sequence_col = sequence_col,
+    checkpoint = cp$path
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")
@@ -104,6 +106,10 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     ids = batch$ids,
     sequence_lengths = batch$lengths,
     sequence_labels = batch$labels,
+    checkpoint = checkpoint_done(cp),
+    saved = saved_state(py, c(list(emission = emission, params = params),
+                              if (!is.null(symbols)) list(n_symbols = as.integer(symbols))),
+                        n_symbols = n_symbols),
     python = py
   )
 }
@@ -208,15 +214,34 @@ hmm_sample <- function(fit, dataset, n_sequences = 1, length = 100, seed = NULL)
   frame
 }
 
+# From the fit's tables (so a fit read back with readRDS() needs no Python):
+# the parameters in hmmlearn's shapes, as the Python result's params().
 hmm_params <- function(fit, dataset) {
-  py <- python_of(fit, "bulkem_hmm", "fit_hmm")
-  p <- py_call(py$params, python_dataset_id(fit, dataset), .terms = hmm_terms(fit))
-  keys <- unlist(reticulate::py_to_r(reticulate::import_builtins(convert = FALSE)$list(p)))
-  out <- lapply(keys, function(k) {
-    a <- reticulate::py_get_item(p, k)
-    if (length(py_shape(a)) == 1L) py_numbers(a) else py_matrix(a)
-  })
-  names(out) <- keys
+  check_fit_class(fit, "bulkem_hmm", "fit_hmm")
+  id <- fitted_dataset(fit, dataset)
+  rows <- fit$components[as.character(fit$components$dataset) == as.character(id), ,
+                         drop = FALSE]
+  rows <- rows[order(rows$state), , drop = FALSE]
+  n <- nrow(rows)
+  tr <- fit$transitions[as.character(fit$transitions$dataset) == as.character(id), ,
+                        drop = FALSE]
+  transmat <- matrix(0, n, n)
+  transmat[cbind(tr$from_state, tr$to_state)] <- tr$prob
+  out <- list(startprob = rows$startprob, transmat = transmat)
+  emission <- attr(fit, "emission")
+  block <- function(prefix) {
+    m <- as.matrix(rows[, startsWith(names(rows), prefix), drop = FALSE])
+    dimnames(m) <- NULL
+    m
+  }
+  if (identical(emission, "categorical")) {
+    out$emissionprob <- block("prob_")
+  } else if (identical(emission, "gaussian")) {
+    out$means <- block("mean_")
+    out$vars <- block("var_")
+  } else {
+    out$lambdas <- rows$lambda
+  }
   out
 }
 
@@ -233,10 +258,10 @@ plot.bulkem_hmm <- function(x, dataset = NULL, sequence = NULL, dim = 1, main = 
     }
     dataset <- fitted[[1L]]
   }
+  dataset <- fitted_dataset(x, dataset)
   id <- python_dataset_id(x, dataset)
   terms <- hmm_terms(x)
-  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
-  values <- py_matrix(py_call(plotting$dataset_values, py, id, .terms = terms))
+  values <- as.matrix(fit_values(x, dataset, "plot()"))
   D <- attr(x, "n_dims")
   if (!is.numeric(dim) || base::length(dim) != 1L || !dim %in% seq_len(D)) {
     stop("`dim` must be one of 1..", D, " (the dimensions of the observations), got ",
@@ -316,22 +341,12 @@ one_number <- function(x, name) {
   }
 }
 
-# The Python result behind a fit of class `class`, made by the R function `maker`.
+# The Python result behind a fit of class `class`, made by the R function
+# `maker`: its own, or one made again from the parameters the fit keeps (a fit
+# saved and read back; see saved.R).
 python_of <- function(fit, class, maker) {
-  if (!inherits(fit, class)) {
-    stop("`fit` must be the result of ", maker, "(), got a ", class(fit)[1L], ".",
-      call. = FALSE
-    )
-  }
-  py <- attr(fit, "python")
-  if (is.null(py) || reticulate::py_is_null_xptr(py)) {
-    stop("This needs the fit's Python object, which is gone (the fit was saved and read ",
-      "back, or made in another R session): fit again. (Its tables, logLik() and ",
-      "summary() work on a saved fit.)",
-      call. = FALSE
-    )
-  }
-  py
+  check_fit_class(fit, class, maker)
+  fit_result_python(fit)
 }
 
 hmm_terms <- function(fit) list(ids = attr(fit, "ids"), interface = "fit_hmm")

@@ -47,6 +47,14 @@ r_message <- function(msg, terms = NULL) {
     "pass a list of 1-D arrays, one per dataset." =
       "pass a list of numeric vectors, one per dataset.",
     "strict=True" = "strict = TRUE",
+    # checkpoints
+    "resume (the same call, or the same `bulkem fit` with --resume)" = "resume (the same call)",
+    "checkpoints are Parquet files and need pyarrow: pip install 'bulkem[parquet]'." =
+      paste0("checkpoints are Parquet files and need the Python package pyarrow: run ",
+             "install_bulkem(extras = \"parquet\") (then restart R), or pip install ",
+             "'bulkem[parquet]' into the Python that reticulate uses."),
+    "Pass n_symbols= (the number of distinct symbols)" =
+      "Pass n_symbols = (the number of distinct symbols, or the symbols as a factor)",
     "see summary.status and summary.message." = if (original) {
       "their fit_success is FALSE and their parameters NA."
     } else {

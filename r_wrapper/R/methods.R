@@ -333,9 +333,8 @@ mixture_values <- function(fit, dataset, x) {
 # a row per value), as predict() gives them for those values.
 fitted.bulkem_fit <- function(object, dataset = NULL, type = c("class", "prob"), ...) {
   type <- match.arg(type)
-  fit_python(object) # the dataset's values are in the Python object
   per_dataset(object, dataset, function(id) {
-    p <- predict(object, py_dataset_values(object, id), dataset = id)
+    p <- predict(object, fit_values(object, id, "fitted()"), dataset = id)
     if (identical(type, "class")) p$classification else p$z
   })
 }
@@ -371,12 +370,25 @@ per_dataset <- function(fit, dataset, fun) {
   out
 }
 
-# A fitted dataset's values as they were fitted (a matrix, a row per value, for
-# a Gaussian mixture in several dimensions).
-py_dataset_values <- function(fit, id) {
-  plotting <- reticulate::import("bulkem.result.plotting", convert = FALSE)
-  values <- py_call(plotting$dataset_values, fit_python(fit), python_dataset_id(fit, id),
-    .terms = list(ids = attr(fit, "ids")))
-  n_dims <- attr(fit, "n_dims")
-  if (!is.null(n_dims) && n_dims > 1L) py_matrix(values) else py_numbers(values)
+# Each component's weighted density, weight_l f_l(x), at the points x (a
+# matrix with a column per component; 0 where a density is undefined): the
+# curves plot() draws, from the components table.
+component_values <- function(fit, dataset, x) {
+  terms <- log_terms(fit, dataset, x)
+  lc <- terms$base - exp(terms$logq)
+  lc[is.na(lc)] <- -Inf
+  exp(lc)
+}
+
+# One dataset id (as in fit$summary$dataset) with fitted parameters, checked.
+fitted_dataset <- function(fit, dataset) {
+  id <- one_dataset(fit, dataset)
+  s <- fit$summary
+  pos <- match(as.character(id), as.character(s$dataset))
+  if (!s$status[pos] %in% c("converged", "max_iter")) {
+    stop("dataset ", dataset_label(id), " has no fit: its status is \"", s$status[pos], "\".",
+      call. = FALSE
+    )
+  }
+  id
 }

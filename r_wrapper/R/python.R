@@ -16,6 +16,10 @@ bulkem_available <- function(verbose = FALSE) {
     if (isTRUE(verbose)) {
       message(reason)
     }
+    if (!isTRUE(ok) && identical(Sys.getenv("BULKEM_REQUIRE_PYTHON"), "1")) {
+      # (CI, R CMD check: the examples and tests must not skip their Python part)
+      stop("BULKEM_REQUIRE_PYTHON=1 but the Python side is missing: ", reason, call. = FALSE)
+    }
     ok
   }
   if (isTRUE(.state$available)) {

@@ -5,7 +5,7 @@
 fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
-                    value_col = "value") {
+                    value_col = "value", checkpoint = NULL) {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -17,6 +17,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   one_string(series_col, "series_col")
   one_string(value_col, "value_col")
   one_number(tol, "tol")
+  cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   batch <- py_hmm_batch(data, FALSE, dataset_col, series_col, value_col)
   terms <- list(ids = batch$ids, interface = "fit_ssm")
@@ -26,7 +27,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(r_seed(seed), "seed"),
+    seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
     strict = isTRUE(strict),
@@ -34,6 +35,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     dataset_col = dataset_col,
     value_col = value_col,
     series_col = series_col,
+    checkpoint = cp$path,
     .terms = terms
   )
   if (identical(model, "ar")) {
@@ -53,6 +55,9 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     ids = batch$ids,
     sequence_lengths = batch$lengths,
     sequence_labels = batch$labels,
+    checkpoint = checkpoint_done(cp),
+    saved = saved_state(py, if (identical(model, "ar")) list(order = as.integer(order)) else
+      list()),
     python = py
   )
 }
@@ -100,16 +105,34 @@ coef.bulkem_ssm <- function(object, ...) {
 
 ssm_smooth <- function(fit, dataset, series = 1) {
   py <- python_of(fit, "bulkem_ssm", "fit_ssm")
-  id <- python_dataset_id(fit, dataset)
-  target <- if (is.numeric(series) && length(series) == 1L && !is.na(series) &&
+  if (is.numeric(series) && length(series) == 1L && !is.na(series) &&
     series == round(series) && series >= 1) {
-    py_int(series - 1, "series") # a position, from 1
-  } else {
-    py_float_array(check_sequence(series, "`series`", FALSE))
+    # a position, from 1: the series from the values the fit keeps (else from Python)
+    series <- dataset_series(fit, fitted_dataset(fit, dataset), as.integer(series))
   }
-  out <- r_table(py_call(py$smooth, id, target, .terms = ssm_terms(fit)))
+  target <- py_float_array(check_sequence(series, "`series`", FALSE))
+  out <- r_table(py_call(py$smooth, python_dataset_id(fit, dataset), target,
+                         .terms = ssm_terms(fit)))
   out$step <- out$step + 1L
   out
+}
+
+# Series k (from 1) of a dataset, from the values the fit keeps.
+dataset_series <- function(fit, id, k) {
+  pos <- match(as.character(id), as.character(fit$summary$dataset))
+  lengths <- attr(fit, "sequence_lengths")
+  lengths <- if (is.null(lengths)) NULL else lengths[[pos]]
+  values <- fit_values(fit, id, "ssm_smooth()")
+  if (is.null(lengths)) {
+    lengths <- length(values)
+  }
+  if (k > length(lengths)) {
+    stop("dataset ", dataset_label(id), " has ", length(lengths), " series; got series = ", k,
+      ".",
+      call. = FALSE
+    )
+  }
+  values[sum(lengths[seq_len(k - 1L)]) + seq_len(lengths[k])]
 }
 
 ssm_score <- function(fit, dataset, series) {
@@ -136,7 +159,7 @@ residuals.bulkem_ssm <- function(object, dataset = NULL, ...) {
 }
 
 ssm_signal <- function(fit, dataset, residual) {
-  python_of(fit, "bulkem_ssm", "fit_ssm")
+  check_fit_class(fit, "bulkem_ssm", "fit_ssm")
   lengths <- attr(fit, "sequence_lengths")
   per_dataset(fit, dataset, function(id) {
     pos <- match(as.character(id), as.character(fit$summary$dataset))

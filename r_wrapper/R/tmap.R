@@ -5,7 +5,8 @@
 fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol = 1e-6,
                      seed = NULL, backend = "auto", dtype = "float64", init = NULL,
                      drop_bad_runs = FALSE, strict = FALSE, progress = FALSE,
-                     trace_col = "trace", run_col = "run", value_col = "value") {
+                     trace_col = "trace", run_col = "run", value_col = "value",
+                     checkpoint = NULL) {
   orders <- check_orders(orders)
   one_string(trace_col, "trace_col")
   one_string(run_col, "run_col")
@@ -17,6 +18,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
       call. = FALSE
     )
   }
+  cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   batch <- py_tmap_batch(data, trace_col, run_col, value_col)
   terms <- list(ids = batch$ids, interface = "fit_tmap")
@@ -27,7 +29,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
-    seed = py_int(r_seed(seed), "seed"),
+    seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
     init = py_tmap_init(init),
@@ -37,6 +39,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     value_col = value_col,
     run_col = run_col,
     drop_bad_runs = drop_bad_runs,
+    checkpoint = cp$path,
     .terms = terms
   )
   py <- do.call(py_call, args)
@@ -62,6 +65,9 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     n_components = length(orders),
     elapsed = reticulate::py_to_r(py$elapsed),
     ids = batch$ids,
+    checkpoint = checkpoint_done(cp),
+    saved = saved_state(py, list(orders = orders, drop_bad_runs = drop_bad_runs),
+                        values = FALSE),
     python = py
   )
 }

@@ -116,3 +116,27 @@ test_that("a folder named bulkem in the working directory does not hide the Pyth
   expect_true(any(grepl("^STATUS (converged|max_iter)", out)), info = paste(out, collapse = "\n"))
   expect_false(any(grepl("too old or incomplete", out)))
 })
+
+test_that("with BULKEM_REQUIRE_PYTHON=1 a missing Python side is an error, not FALSE", {
+  # (what makes the examples fail under R CMD check instead of skipping)
+  script <- tempfile(fileext = ".R")
+  on.exit(unlink(script), add = TRUE)
+  writeLines(c(
+    "ok <- tryCatch(bulkem::bulkem_available(), error = function(e) conditionMessage(e))",
+    "cat('ANSWER', if (is.logical(ok)) format(ok) else ok, '\\n')"
+  ), script)
+  run <- function(require) {
+    suppressWarnings(system2(file.path(R.home("bin"), "Rscript"), c("--vanilla", script),
+      stdout = TRUE, stderr = TRUE,
+      env = c(paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)),
+              paste0("RETICULATE_PYTHON=", file.path(tempdir(), "no-such-python")),
+              paste0("BULKEM_REQUIRE_PYTHON=", require), "PYTHONPATH=")
+    ))
+  }
+  out <- run("1")
+  expect_true(any(grepl(paste0("^ANSWER BULKEM_REQUIRE_PYTHON=1 but the Python side is ",
+                               "missing: Python could not be started"), out)),
+              info = paste(out, collapse = "\n"))
+  out <- run("")
+  expect_true(any(grepl("^ANSWER FALSE", out)), info = paste(out, collapse = "\n"))
+})
