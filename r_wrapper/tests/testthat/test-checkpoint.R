@@ -5,7 +5,9 @@
 
 # Evaluates `code` with Python's chunks of `fits` fits (datasets x starts), so
 # that a few small datasets make several chunks (Tuning.checkpoint_chunk_fits,
-# as the Python tests set it).
+# as the Python tests set it). It patches Python's default Tuning, restored on
+# exit, because the R fit functions take no tuning = yet (a passed Tuning, as
+# the Python tests use, cannot reach bulkem.fit from R).
 with_chunk_fits <- function(fits, code) {
   tuning <- reticulate::import("bulkem.tuning", convert = FALSE)
   old <- tuning$DEFAULT
