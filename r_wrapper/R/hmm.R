@@ -668,19 +668,25 @@ hmm_helper <- function() {
 # means =, vars = | lambdas =), each for one start, or with a first dimension
 # of one per start (a matrix for vectors, a 3-d array for matrices).
 py_hmm_init <- function(init) {
+  py_named_arrays(init, paste0(
+    "`init` must be a named list in hmmlearn's shapes: startprob (a vector of the ",
+    "states), transmat (a states x states matrix) and the emission's parameters ",
+    "(emissionprob: states x symbols; means and vars: states x dimensions; lambdas: a ",
+    "vector), each with a first dimension of one per start for several starts; ",
+    "hmm_params() returns this form."
+  ))
+}
+
+# A named list of numeric arrays (user starting values) -> a Python dict of numpy arrays,
+# R's dimensions kept in numpy's row-major order; NULL stays NULL. `form`: the error
+# message when `init` is not a named list.
+py_named_arrays <- function(init, form) {
   if (is.null(init)) {
     return(NULL)
   }
   if (is.data.frame(init) || !is.list(init) || is.null(names(init)) ||
     any(!nzchar(names(init)))) {
-    stop(
-      "`init` must be a named list in hmmlearn's shapes: startprob (a vector of the ",
-      "states), transmat (a states x states matrix) and the emission's parameters ",
-      "(emissionprob: states x symbols; means and vars: states x dimensions; lambdas: a ",
-      "vector), each with a first dimension of one per start for several starts; ",
-      "hmm_params() returns this form.",
-      call. = FALSE
-    )
+    stop(form, call. = FALSE)
   }
   out <- lapply(names(init), function(key) {
     v <- init[[key]]

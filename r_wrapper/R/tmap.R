@@ -381,29 +381,10 @@ py_tmap_batch <- function(data, trace_col, run_col, value_col) {
 # or with a first dimension of one per start (matrices for alpha and rates, a
 # starts x branches x branches array for pi).
 py_tmap_init <- function(init) {
-  if (is.null(init)) {
-    return(NULL)
-  }
-  if (is.data.frame(init) || !is.list(init) || is.null(names(init)) ||
-    any(!nzchar(names(init)))) {
-    stop("`init` must be a named list: alpha (a vector of the branches' start ",
-      "probabilities), pi (a branches x branches matrix, rows summing to at most 1) and ",
-      "rates (a vector); for several starts, a first dimension of one per start (matrices ",
-      "for alpha and rates, a 3-d array for pi). tmap_params() returns this form.",
-      call. = FALSE
-    )
-  }
-  out <- lapply(names(init), function(key) {
-    v <- init[[key]]
-    if (!is.numeric(v)) {
-      stop("init$", key, " is ", not_numbers(v), call. = FALSE)
-    }
-    dims <- dim(v)
-    if (is.null(dims)) {
-      return(py_float_array(v))
-    }
-    flat <- py_float_array(as.vector(aperm(v))) # row-major, as numpy's C order
-    do.call(flat$reshape, lapply(dims, function(n) py_int(n, "dim")))
-  })
-  reticulate::py_dict(names(init), out)
+  py_named_arrays(init, paste0(
+    "`init` must be a named list: alpha (a vector of the branches' start ",
+    "probabilities), pi (a branches x branches matrix, rows summing to at most 1) and ",
+    "rates (a vector); for several starts, a first dimension of one per start (matrices ",
+    "for alpha and rates, a 3-d array for pi). tmap_params() returns this form."
+  ))
 }
