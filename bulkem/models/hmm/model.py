@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -54,6 +55,8 @@ class HMMModel(Model):
 
     name = "hmm"
     component_label = "state"
+    # the transition tables' columns: dataset, from, to, probability
+    transition_columns: ClassVar[tuple[str, ...]] = ("dataset", "from_state", "to_state", "prob")
     # what the chain's and the emissions' M-steps mean by a degenerate status
     status_reasons = {
         DEGENERATE_COLLAPSE: "a state collapsed (no mass left, or zero spread)",
@@ -288,27 +291,27 @@ class HMMModel(Model):
 
     def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
         """``start_transitions``: each start's transition matrix, one row per (dataset, start,
-        from_state, to_state) (the states in the start's own order, as ``start_values``)."""
-        N = self.n_states
-        _, trans, _ = self._split(init)
-        return {"start_transitions": pd.DataFrame({
-            "dataset": np.repeat(datasets, N * N),
-            "start": np.repeat(starts, N * N),
-            "from_state": np.tile(np.repeat(np.arange(1, N + 1), N), len(datasets)),
-            "to_state": np.tile(np.arange(1, N + 1), N * len(datasets)),
-            "prob": trans.reshape(-1),
-        })}
+        from_state, to_state) (the states in the start's own order, as ``start_values``;
+        the columns named by :attr:`transition_columns`)."""
+        return {"start_transitions": self._transitions(datasets, init, starts)}
 
     def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
         """``transitions``: one row per (dataset, from_state, to_state), ``prob``."""
+        return {"transitions": self._transitions(datasets, params)}
+
+    def _transitions(self, datasets: np.ndarray, params: np.ndarray,
+                     starts: np.ndarray | None = None) -> pd.DataFrame:
+        """A row per (fit, from, to) of each fit's transition matrix (with its start)."""
         N = self.n_states
         _, trans, _ = self._split(params)
-        return {"transitions": pd.DataFrame({
-            "dataset": np.repeat(datasets, N * N),
-            "from_state": np.tile(np.repeat(np.arange(1, N + 1), N), len(datasets)),
-            "to_state": np.tile(np.arange(1, N + 1), N * len(datasets)),
-            "prob": trans.reshape(-1),
-        })}
+        ds, fr, to, prob = self.transition_columns
+        cols = {ds: np.repeat(datasets, N * N)}
+        if starts is not None:
+            cols["start"] = np.repeat(starts, N * N)
+        cols[fr] = np.tile(np.repeat(np.arange(1, N + 1), N), len(datasets))
+        cols[to] = np.tile(np.arange(1, N + 1), N * len(datasets))
+        cols[prob] = trans.reshape(-1)
+        return pd.DataFrame(cols)
 
     def as_dict(self, params: np.ndarray) -> dict:
         """One fit's parameters in hmmlearn's shapes (the form ``fit(init=...)`` takes)."""

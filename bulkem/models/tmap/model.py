@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from ...data import Packed, Ragged
 from ...data.units import UnitArrays
@@ -98,6 +97,7 @@ class TMAPModel(HMMModel):
 
     name = "tmap"
     component_label = "branch"
+    transition_columns = ("trace", "from_branch", "to_branch", "pi")
     status_reasons = {
         DEGENERATE_COLLAPSE: "a branch collapsed (no mass left)",
         DEGENERATE_PARAM: "a rate became non-positive or non-finite, or a probability left "
@@ -276,30 +276,6 @@ class TMAPModel(HMMModel):
         if (perm == np.arange(self.n_states)).all():
             return params
         return self.permute(params, perm)
-
-    def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
-        """``start_transitions``: each start's ``pi``, one row per (trace, start, from_branch,
-        to_branch), named as the ``transitions`` table."""
-        R = self.n_states
-        _, pi, _ = self._split(init)
-        return {"start_transitions": pd.DataFrame({
-            "trace": np.repeat(datasets, R * R),
-            "start": np.repeat(starts, R * R),
-            "from_branch": np.tile(np.repeat(np.arange(1, R + 1), R), len(datasets)),
-            "to_branch": np.tile(np.arange(1, R + 1), R * len(datasets)),
-            "pi": pi.reshape(-1),
-        })}
-
-    def extra_tables(self, datasets: np.ndarray, params: np.ndarray) -> dict:
-        """``transitions``: one row per (trace, from_branch, to_branch), ``pi``."""
-        R = self.n_states
-        _, pi, _ = self._split(params)
-        return {"transitions": pd.DataFrame({
-            "trace": np.repeat(datasets, R * R),
-            "from_branch": np.tile(np.repeat(np.arange(1, R + 1), R), len(datasets)),
-            "to_branch": np.tile(np.arange(1, R + 1), R * len(datasets)),
-            "pi": pi.reshape(-1),
-        })}
 
     def as_dict(self, params: np.ndarray) -> dict:
         """One fit's parameters in the form ``fit(init=...)`` takes: alpha, pi, rates."""
