@@ -14,7 +14,7 @@ from ...data import Packed, pack
 from ...fitting import starts
 from ...tuning import DEFAULT, Tuning
 from ..base import Model, Pieces, Sizes, init_blocks
-from .fused import block_obs, make_blocked, make_bound, make_pass
+from .fused import block_obs, fixed_sizes, make_blocked, make_bound, make_pass
 
 if TYPE_CHECKING:  # (a type only: family.py imports this module)
     from .family import Family
@@ -263,15 +263,10 @@ class MixtureModel(Model):
         SOFF = 2 if dtype == np.float64 else 3  # tot[S + SOFF]: the base, then |ll|
         EPS = float(np.finfo(dtype).eps)
         TAU = self.tuning.exact_rtol[np.dtype(dtype).name]
-        if const:
-            M0, D0 = sizes
+        fix = fixed_sizes(sizes, jit)  # the constants, where compiled in
 
-            def dims_py(data):
-                return M0, D0
-        else:
-
-            def dims_py(data):
-                return data[4], data[5]
+        def dims_py(data):
+            return fix(data[4], data[5])
 
         dims = jit(dims_py)
 
