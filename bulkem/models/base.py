@@ -12,6 +12,13 @@ Every piece is plain Python written once and compiled for a
 arithmetic, the ``math`` module, 1-D array indexing and tuples; model
 dimensions (components, states, symbols) are compile-time constants, except
 where a model reads them from the batch tuple (:attr:`Model.cpu_key`).
+
+A model's parameters are named blocks (:class:`Block`: a name, axes and a
+constraint) laid out in one fit's parameter vector by a :class:`Layout`; the
+vector's length, the free-parameter count (AIC, BIC), the blocks as named
+arrays (``FitResult.params``, ``fit(init=...)``), the canonical order of the
+exchangeable components or states and the components table's columns follow
+from them.
 """
 
 from __future__ import annotations
@@ -100,6 +107,169 @@ class Pieces(NamedTuple):
     first_stat: int = 0
 
 
+CONSTRAINTS = ("real", "positive", "simplex", "substochastic")
+
+
+class Axis(NamedTuple):
+    """An axis of a parameter block: its name, its length, and the number of its first
+    entry in table columns (``mean_1``, ``prob_0``)."""
+
+    name: str
+    length: int
+    first: int = 1
+
+
+class Block(NamedTuple):
+    """A named block of parameters.
+
+    Attributes
+    ----------
+    name : str
+        The key of ``FitResult.params`` and of ``fit(init=...)``.
+    axes : tuple of Axis
+        Its axes, outermost first; ``()`` for a scalar.
+    constraint : str
+        ``"real"``; ``"positive"``; ``"simplex"`` (each row along the last axis sums to
+        1); ``"substochastic"`` (each row sums to at most 1, the rest an exit
+        probability).
+    column : str, optional
+        The table columns' name (``mean`` for ``mean_1 .. mean_D``); default ``name``.
+    """
+
+    name: str
+    axes: tuple = ()
+    constraint: str = "real"
+    column: str | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.length for a in self.axes)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def n_free(self) -> int:
+        """Free parameters: a simplex row loses one to its sum, the others none."""
+        if self.constraint == "simplex":
+            return self.size - self.size // self.shape[-1]
+        return self.size
+
+    def columns(self, skip: int = 1) -> list[str]:
+        """Table column names of one record: the axes after the first ``skip`` numbered
+        (``mean_1``...), row-major."""
+        name = self.column or self.name
+        labels = [name]
+        for a in self.axes[skip:]:
+            labels = [f"{lab}_{a.first + i}" for lab in labels for i in range(a.length)]
+        return labels
+
+
+class Layout:
+    """Where a model's parameter blocks lie in one fit's parameter vector.
+
+    The vector is a sequence of groups; the blocks of a group share their first axis and
+    are interleaved along it, one record per entry (a mixture's components: ``weight,
+    mean_1 .. mean_D, var_1 .. var_D`` of component 0, then of component 1...).  A group
+    of one block is that block, row-major; a scalar is a group of its own.
+
+    Parameters
+    ----------
+    groups : sequence of sequence of Block
+    exchangeable : str, optional
+        The name of the axis whose entries a model may renumber (components, states):
+        :meth:`permute` reorders every axis of that name.
+    """
+
+    def __init__(self, groups, exchangeable: str | None = None) -> None:
+        self.groups = tuple(tuple(g) for g in groups)
+        self.exchangeable = exchangeable
+        self.blocks = {b.name: b for g in self.groups for b in g}
+        self._where = {}  # name -> (group start, records, record length, column in record)
+        start = 0
+        for group in self.groups:
+            outer = {b.shape[0] if b.axes else 1 for b in group}
+            if len(outer) != 1 or (len(group) > 1 and any(not b.axes for b in group)):
+                raise ValueError(f"the blocks of a group must share their first axis: "
+                                 f"{[b.name for b in group]}")
+            n = outer.pop()
+            rec = sum(b.size // n for b in group)
+            col = 0
+            for b in group:
+                if b.constraint not in CONSTRAINTS:
+                    raise ValueError(f"block {b.name!r}: constraint {b.constraint!r}; "
+                                     f"expected one of {CONSTRAINTS}")
+                self._where[b.name] = (start, n, rec, col)
+                col += b.size // n
+            start += n * rec
+        self.size = start
+
+    def __getitem__(self, name: str) -> Block:
+        return self.blocks[name]
+
+    def offset(self, name: str) -> int:
+        """Where block ``name`` starts (its first record's first entry)."""
+        start, _, _, col = self._where[name]
+        return start + col
+
+    def n_free(self, names=None) -> int:
+        """Free parameters of the blocks ``names`` (default: all), for AIC and BIC."""
+        return sum(b.n_free for b in self.blocks.values() if names is None or b.name in names)
+
+    def split(self, params: np.ndarray) -> dict:
+        """``params`` (n_fits, size) -> each block as an array (n_fits,) + its shape
+        (views where the layout allows)."""
+        p = np.asarray(params, dtype=np.float64).reshape(-1, self.size)
+        out = {}
+        for name, (start, n, rec, col) in self._where.items():
+            b = self.blocks[name]
+            w = b.size // n
+            part = p[:, start:start + n * rec].reshape(len(p), n, rec)[:, :, col:col + w]
+            out[name] = part.reshape((len(p),) + b.shape)
+        return out
+
+    def join(self, arrays) -> np.ndarray:
+        """Blocks as arrays (n_fits,) + shape (a mapping by name) -> params (n_fits, size)."""
+        k = len(next(iter(arrays.values())))
+        parts = []
+        for group in self.groups:
+            n = group[0].shape[0] if group[0].axes else 1
+            parts += [np.concatenate([np.asarray(arrays[b.name], np.float64)
+                                      .reshape(k, n, b.size // n) for b in group],
+                                     axis=2).reshape(k, n * sum(b.size // n for b in group))]
+        return np.concatenate(parts, axis=1) if parts else np.empty((k, 0))
+
+    def one(self, params: np.ndarray) -> dict:
+        """One fit's blocks as arrays of their shapes (copies; scalars as floats)."""
+        return {name: (float(a[0]) if a.ndim == 1 else a[0].copy())
+                for name, a in self.split(np.asarray(params)[None]).items()}
+
+    def permute(self, params: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Each fit's exchangeable entries renumbered (new ``k`` is old ``order[f, k]``) along
+        every axis named :attr:`exchangeable`."""
+        blocks = self.split(params)
+        for name, a in blocks.items():
+            for i, ax in enumerate(self.blocks[name].axes):
+                if ax.name == self.exchangeable:
+                    idx = order.reshape((len(order),) + (1,) * i + (ax.length,)
+                                        + (1,) * (a.ndim - 2 - i))
+                    a = np.take_along_axis(a, idx, axis=i + 1)
+            blocks[name] = a
+        return self.join(blocks)
+
+    def record_columns(self, params: np.ndarray, names) -> dict:
+        """Table columns of the blocks ``names`` (sharing a first axis), one row per (fit,
+        entry of that axis): ``{column: values}``."""
+        blocks = self.split(params)
+        cols = {}
+        for name in names:
+            b = self.blocks[name]
+            flat = blocks[name].reshape(-1, b.size // (b.shape[0] if b.axes else 1))
+            cols.update({c: flat[:, j] for j, c in enumerate(b.columns())})
+        return cols
+
+
 class Model(ABC):
     """The contract every model meets: what the API, the engines and the tables read.
 
@@ -137,13 +307,23 @@ class Model(ABC):
 
     @property
     @abstractmethod
-    def n_params(self) -> int:
-        """Length of one fit's parameter vector."""
+    def params_layout(self) -> Layout:
+        """One fit's named parameter blocks and where they lie in its parameter vector."""
 
     @property
-    @abstractmethod
+    def n_params(self) -> int:
+        """Length of one fit's parameter vector."""
+        return self.params_layout.size
+
+    @property
     def n_free(self) -> int:
         """Free parameters, for AIC and BIC."""
+        return self.params_layout.n_free()
+
+    def init_shapes(self) -> dict:
+        """The keys of user starting values (the blocks), in parameter order, and the shape
+        each takes for one start."""
+        return {name: b.shape for name, b in self.params_layout.blocks.items()}
 
     @abstractmethod
     def sizes(self) -> Sizes:
@@ -189,9 +369,9 @@ class Model(ABC):
     def start_tables(self, dataset, start, init) -> dict:
         """Tables of the starts' values, built before the fits (``start_values``...)."""
 
-    @abstractmethod
     def as_dict(self, params) -> dict:
-        """One fit's parameters as named arrays (``FitResult.params``)."""
+        """One fit's parameters as named arrays (``FitResult.params``): its blocks."""
+        return self.params_layout.one(params)
 
 
 def init_blocks(init: Mapping, shapes: dict) -> list[np.ndarray]:

@@ -56,25 +56,17 @@ from ..base import Pieces, Sizes
 
 
 class ChainLayout(NamedTuple):
-    """Offsets of the blocks of one fit's arrays (see the module docstring)."""
+    """Offsets of the blocks of one fit's arrays (see the module docstring); those of the
+    parameters come from the model's named blocks (``HMMModel.params_layout``)."""
 
     N: int
     K: int
     E: int  # emission parameters per state
     C: int  # emission coefficients per state
     S: int  # emission statistics per state
-
-    @property
-    def p_trans(self) -> int:
-        return self.N
-
-    @property
-    def p_emit(self) -> int:
-        return self.N + self.N * self.N
-
-    @property
-    def n_params(self) -> int:
-        return self.p_emit + self.N * self.E
+    p_trans: int  # where the transition matrix starts in params
+    p_emit: int  # where the emission's records start
+    n_params: int
 
     @property
     def w_exit(self) -> int:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...tuning import DEGENERATE_COLLAPSE, DEGENERATE_PARAM, GAUSS_VAR_RTOL, LOG_2PI, PROB_RTOL
+from ..base import Axis, Block
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,25 @@ class Emission:
     Attributes
     ----------
     name : str
-    n_params, n_work, n_stats : callable
-        ``f(K) -> int``: parameters, coefficients and statistics per state.
+    n_work, n_stats : callable
+        ``f(K) -> int``: coefficients and statistics per state.
     values_per_obs : callable
         ``f(K) -> int``: stored values per observation.
     prep, dens, accum, mstep : callable
         The hooks (see the module docstring).
     letters : str
         hmmlearn's ``params`` letters of the emission's parameters.
+    blocks : callable
+        ``blocks(state, K) -> tuple of Block``: the parameter blocks of the states
+        (:class:`bulkem.models.base.Block`, first axis ``state``, an
+        :class:`~bulkem.models.base.Axis`), in the order of a state's record.
+    location : callable
+        ``location(blocks) -> ndarray (n_fits, N)``: where each state's emission lies
+        (expected symbol, first mean, rate), from the blocks as ``Layout.split`` gives
+        them: the tables list states in increasing location.
     """
 
     name: str
-    n_params: Callable
     n_work: Callable
     n_stats: Callable
     values_per_obs: Callable
@@ -63,6 +71,12 @@ class Emission:
     accum: Callable
     mstep: Callable
     letters: str
+    blocks: Callable
+    location: Callable
+
+    def n_params(self, K: int) -> int:
+        """Parameters per state (the length of a state's record of :attr:`blocks`)."""
+        return sum(b.size for b in self.blocks(Axis("state", 1), K))
 
 
 # --- categorical: symbols 0 .. V-1 -----------------------------------------------------------
@@ -99,8 +113,11 @@ def _cat_mstep(stats, so, occ, oo, params, po, N, K, reg):
     return 0
 
 
-CATEGORICAL = Emission("categorical", lambda K: K, lambda K: K, lambda K: K, lambda K: 1,
-                       _cat_prep, _cat_dens, _cat_accum, _cat_mstep, "e")
+CATEGORICAL = Emission(
+    "categorical", lambda K: K, lambda K: K, lambda K: 1, _cat_prep, _cat_dens, _cat_accum,
+    _cat_mstep, "e",
+    blocks=lambda s, K: (Block("emissionprob", (s, Axis("symbol", K, 0)), "simplex", "prob"),),
+    location=lambda b: b["emissionprob"] @ np.arange(b["emissionprob"].shape[-1], dtype=float))
 
 
 # --- Gaussian with a diagonal covariance: D dimensions ---------------------------------------
@@ -166,8 +183,12 @@ def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
     return 0
 
 
-GAUSSIAN = Emission("gaussian", lambda K: 2 * K, lambda K: 2 * K + 1, lambda K: 2 * K,
-                    lambda K: K, _gauss_prep, _gauss_dens, _gauss_accum, _gauss_mstep, "mc")
+GAUSSIAN = Emission(
+    "gaussian", lambda K: 2 * K + 1, lambda K: 2 * K, lambda K: K, _gauss_prep, _gauss_dens,
+    _gauss_accum, _gauss_mstep, "mc",
+    blocks=lambda s, K: (Block("means", (s, Axis("dim", K)), "real", "mean"),
+                         Block("vars", (s, Axis("dim", K)), "positive", "var")),
+    location=lambda b: b["means"][:, :, 0])
 
 
 # --- Poisson counts ----------------------------------------------------------------------------
@@ -249,7 +270,10 @@ def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
     return 0
 
 
-POISSON = Emission("poisson", lambda K: 1, lambda K: 2, lambda K: 1, lambda K: 1,
-                   _pois_prep, _pois_dens, _pois_accum, _pois_mstep, "l")
+POISSON = Emission(
+    "poisson", lambda K: 2, lambda K: 1, lambda K: 1, _pois_prep, _pois_dens, _pois_accum,
+    _pois_mstep, "l",
+    blocks=lambda s, K: (Block("lambdas", (s,), "positive", "lambda"),),
+    location=lambda b: b["lambdas"])
 
 EMISSIONS = {e.name: e for e in (CATEGORICAL, GAUSSIAN, POISSON)}

@@ -14,7 +14,7 @@ from ...data.units import pack_units
 from ...fitting import starts
 from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
-from ..base import Model, Pieces, Sizes, init_blocks
+from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
 from .chain import ChainLayout, make_chain
 from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
@@ -69,10 +69,31 @@ class HMMModel(Model):
     # threads in any order.
     unit_items = True
 
+    # The chain's blocks: (name, constraint) of the start and the transition probabilities,
+    # and the name of the states' axis.
+    chain_blocks: ClassVar[tuple] = (("startprob", "simplex"), ("transmat", "simplex"))
+    state_axis: ClassVar[str] = "state"
+
+    def layout_for(self, K: int) -> Layout:
+        """The parameter blocks with ``K`` symbols (dimensions): startprob, transmat (row =
+        from), then one record of the emission's blocks per state."""
+        s = Axis(self.state_axis, self.n_states)
+        (start, c_start), (trans, c_trans) = self.chain_blocks
+        return Layout([(Block(start, (s,), c_start),), (Block(trans, (s, s), c_trans),),
+                       self.emission.blocks(s, K)], exchangeable=self.state_axis)
+
+    @property
+    def params_layout(self) -> Layout:
+        return self.layout_for(self.K)
+
     @property
     def layout(self) -> ChainLayout:
         em, K = self.emission, self.K
-        return ChainLayout(self.n_states, K, em.n_params(K), em.n_work(K), em.n_stats(K))
+        params = self.params_layout
+        trans = self.chain_blocks[1][0]
+        first_emission = em.blocks(Axis(self.state_axis, 1), K)[0].name
+        return ChainLayout(self.n_states, K, em.n_params(K), em.n_work(K), em.n_stats(K),
+                           params.offset(trans), params.offset(first_emission), params.size)
 
     @property
     def key(self) -> tuple:
@@ -88,26 +109,19 @@ class HMMModel(Model):
         return self.K if self.emission.name == "gaussian" else 1
 
     @property
-    def n_params(self) -> int:
-        return self.layout.n_params
-
-    @property
     def n_free(self) -> int:
         """Free parameters of what the M-step updates, for AIC and BIC."""
         return self.n_free_of(self.K)
 
     def n_free_of(self, K: int) -> int:
-        """:attr:`n_free` with an alphabet (categorical) of ``K`` symbols."""
-        N = self.n_states
-        k = 0
-        if "s" in self.update:
-            k += N - 1
-        if "t" in self.update:
-            k += N * (N - 1)
+        """:attr:`n_free` with an alphabet (categorical) of ``K`` symbols: the blocks the
+        M-step updates (``update``: ``s`` start, ``t`` transitions, ``e`` emission)."""
+        layout = self.layout_for(K)
+        (start, _), (trans, _) = self.chain_blocks
+        chosen = [start] * ("s" in self.update) + [trans] * ("t" in self.update)
         if "e" in self.update:
-            k += N * {"categorical": K - 1, "gaussian": 2 * K}.get(self.emission.name,
-                                                                  self.emission.n_params(K))
-        return k
+            chosen += [name for name in layout.blocks if name not in (start, trans)]
+        return layout.n_free(chosen)
 
     @property
     def init_methods(self) -> tuple[str, ...]:
@@ -210,19 +224,10 @@ class HMMModel(Model):
 
         return starts.StartPlan(draw, user)
 
-    def init_shapes(self) -> dict:
-        """User starting values' keys and shapes (one start), in hmmlearn's names."""
-        N, K = self.n_states, self.K
-        em = {"categorical": {"emissionprob": (N, K)},
-              "gaussian": {"means": (N, K), "vars": (N, K)},
-              "poisson": {"lambdas": (N,)}}[self.emission.name]
-        return {"startprob": (N,), "transmat": (N, N), **em}
-
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
         shapes = self.init_shapes()
         blocks = dict(zip(shapes, init_blocks(init, shapes), strict=True))
-        k = len(blocks["startprob"])
         for key, b in blocks.items():
             if not np.all(np.isfinite(b)):
                 raise ValueError(f"init[{key!r}] must be finite.")
@@ -235,54 +240,23 @@ class HMMModel(Model):
             raise ValueError("init['vars'] must be positive: variances of the Gaussian emissions.")
         if "lambdas" in blocks and np.any(blocks["lambdas"] <= 0):
             raise ValueError("init['lambdas'] must be positive: Poisson rates.")
-        N = self.n_states
-        emit = [blocks[key].reshape(k, N, -1) for key in list(shapes)[2:]]
-        return np.concatenate([blocks["startprob"].reshape(k, -1),
-                               blocks["transmat"].reshape(k, -1),
-                               np.concatenate(emit, axis=2).reshape(k, -1)], axis=1)
+        return self.params_layout.join(blocks)
 
     # --- tables ---------------------------------------------------------------------------
 
-    def _split(self, params: np.ndarray):
-        N, lay = self.n_states, self.layout
-        p = np.asarray(params, dtype=np.float64).reshape(len(params), lay.n_params)
-        return (p[:, :N], p[:, N:lay.p_emit].reshape(-1, N, N),
-                p[:, lay.p_emit:].reshape(-1, N, lay.E))
-
     def param_columns(self, params: np.ndarray) -> dict:
         """Columns, one row per (fit, state): startprob and the emission's parameters."""
-        start, _, emit = self._split(params)
-        N, K = self.n_states, self.K
-        cols = {"startprob": start.reshape(-1)}
-        e = emit.reshape(-1, emit.shape[2])
-        if self.emission.name == "categorical":
-            cols.update({f"prob_{v}": e[:, v] for v in range(K)})
-        elif self.emission.name == "gaussian":
-            cols.update({f"mean_{d + 1}": e[:, d] for d in range(K)})
-            cols.update({f"var_{d + 1}": e[:, K + d] for d in range(K)})
-        else:
-            cols["lambda"] = e[:, 0]
-        del N
-        return cols
+        layout = self.params_layout
+        start, _, *emission = layout.blocks
+        return layout.record_columns(params, [start, *emission])
 
     def order_key(self, params: np.ndarray) -> np.ndarray:
         """States are listed in increasing order of this key (n_fits, N): emission location."""
-        _, _, emit = self._split(params)
-        if self.emission.name == "categorical":
-            return emit @ np.arange(self.K, dtype=np.float64)  # expected symbol
-        return emit[:, :, 0]  # first mean, or the Poisson rate
+        return self.emission.location(self.params_layout.split(params))
 
     def permute(self, params: np.ndarray, order: np.ndarray) -> np.ndarray:
         """Each fit's states renumbered: new state ``k`` is old state ``order[f, k]``."""
-        N, lay = self.n_states, self.layout
-        start, trans, emit = self._split(params)
-        rows = np.arange(len(params))[:, None]
-        start = start[rows, order]
-        trans = trans[rows[:, :, None], order[:, :, None], order[:, None, :]]
-        emit = emit[rows, order]
-        n = len(params)
-        return np.concatenate([start, trans.reshape(n, N * N), emit.reshape(n, N * lay.E)],
-                              axis=1)
+        return self.params_layout.permute(params, order)
 
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """``params`` with each fit's states in increasing order of :meth:`order_key`."""
@@ -303,7 +277,7 @@ class HMMModel(Model):
                      starts: np.ndarray | None = None) -> pd.DataFrame:
         """A row per (fit, from, to) of each fit's transition matrix (with its start)."""
         N = self.n_states
-        _, trans, _ = self._split(params)
+        trans = self.params_layout.split(params)[self.chain_blocks[1][0]]
         ds, fr, to, prob = self.transition_columns
         cols = {ds: np.repeat(datasets, N * N)}
         if starts is not None:
@@ -313,16 +287,4 @@ class HMMModel(Model):
         cols[prob] = trans.reshape(-1)
         return pd.DataFrame(cols)
 
-    def as_dict(self, params: np.ndarray) -> dict:
-        """One fit's parameters in hmmlearn's shapes (the form ``fit(init=...)`` takes)."""
-        start, trans, emit = self._split(np.asarray(params)[None])
-        out = {"startprob": start[0].copy(), "transmat": trans[0].copy()}
-        e = emit[0]
-        if self.emission.name == "categorical":
-            out["emissionprob"] = e.copy()
-        elif self.emission.name == "gaussian":
-            out["means"], out["vars"] = e[:, :self.K].copy(), e[:, self.K:].copy()
-        else:
-            out["lambdas"] = e[:, 0].copy()
-        return out
 

@@ -12,8 +12,8 @@ that both compilers accept them.
 
 Layouts (``M`` components, ``D`` dimensions):
 
-* ``params`` of one fit: ``M`` blocks of ``per_component(D)`` values, block
-  ``l`` starting with the weight of component ``l``.
+* ``params`` of one fit: ``M`` records of ``per_component(D)`` values, record
+  ``l`` holding the blocks of component ``l`` (``blocks``), its weight first.
 * ``feat``: the per-observation features of the whole batch, feature ``f`` of
   observation ``i`` at ``feat[f * stride + i]`` (structure of arrays, so that
   neighbouring GPU threads read neighbouring addresses).
@@ -51,7 +51,8 @@ class Family:
     ndim : int
         1 if observations are scalars, 2 if they are vectors.
     per_component : callable
-        ``per_component(D) -> int``: parameters per component, weight included.
+        ``per_component(D) -> int``: parameters per component, weight included (the
+        length of one record of ``blocks``; a plain function the kernels compile).
     n_coef, n_stats : callable
         ``f(M, D) -> int``: sizes of the per-iteration coefficient array and of
         the sufficient-statistics array of one fit.
@@ -62,8 +63,6 @@ class Family:
         random-subset start.
     min_obs : callable
         ``min_obs(M, D) -> int``: fewest observations a dataset may have.
-    n_free : callable
-        ``n_free(M, D) -> int``: free parameters, for AIC and BIC.
     check : callable
         ``check(values, M) -> str | None``: why a dataset cannot be fitted.
     features : callable
@@ -82,15 +81,15 @@ class Family:
         ``base`` the normalising terms and ``logq`` the log of the centred,
         scaled quadratic term, both free of overflow (see
         :meth:`log_components`).
-    param_columns : callable
-        ``param_columns(params, M, D) -> dict``: table columns, one row per
-        (fit, component), from ``params`` of shape (n_fits, n_params).
     order_key : callable
         ``order_key(params, M, D) -> ndarray (n_fits, M)``: components are
         listed in increasing order of this key.
-    init_shapes : callable
-        ``init_shapes(M, D) -> dict``: the keys of user starting values, in
-        parameter order, and the shape each takes for one start.
+    blocks : callable
+        ``blocks(M, D) -> tuple of Block``: the parameter blocks of a component, in
+        record order (:class:`bulkem.models.base.Block`, first axis ``component``):
+        their names are the keys of user starting values and of ``FitResult.params``,
+        their constraints give the free-parameter count and the values that must be
+        positive.
     centre_init : numba dispatcher or None
         ``centre_init(x, centres, out)``: starting parameters from the
         k-means++ centres ``x[centres[l]]``; None if the family offers no
@@ -105,8 +104,6 @@ class Family:
         parameters.  The one-large-dataset CUDA engine then computes a tile's
         log densities as a matrix product; families without it run in the
         bulk regime there.
-    positive_init : tuple of str
-        The keys of user starting values that must be positive.
     exact_coef, exact_logdens : callable
         Compiled-twice hooks of the exact pass (:mod:`.fused`):
         ``exact_coef(params, M, D, c)`` writes ``n_coef / M`` values per
@@ -144,7 +141,6 @@ class Family:
     n_features: Callable
     subset_size: Callable
     min_obs: Callable
-    n_free: Callable
     check: Callable
     features: Callable
     obs_const: Callable
@@ -154,13 +150,11 @@ class Family:
     mstep: Callable
     subset_init: Callable
     log_terms: Callable
-    param_columns: Callable
     order_key: Callable
-    init_shapes: Callable
+    blocks: Callable
     centre_init: Callable | None = None
     default_init: str = "subset"
     linear_logdens: bool = False
-    positive_init: tuple = ("weight",)
     exact_coef: Callable | None = None
     exact_logdens: Callable | None = None
     coef_bound: Callable | None = None

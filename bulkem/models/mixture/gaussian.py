@@ -61,6 +61,7 @@ from ...tuning import (
     LOG_2PI,
     MIN_COMPONENT_MASS,
 )
+from ..base import Axis, Block
 from .family import Family
 
 _EPS10 = 10.0 * float(np.finfo(np.float64).eps)  # scikit-learn's guard on n_k
@@ -394,12 +395,10 @@ def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     return base, logq
 
 
-def param_columns(params: np.ndarray, n_components: int, n_dims: int) -> dict:
-    p = np.asarray(params).reshape(-1, 1 + 2 * n_dims)
-    cols = {"weight": p[:, 0]}
-    cols.update({f"mean_{d + 1}": p[:, 1 + d] for d in range(n_dims)})
-    cols.update({f"var_{d + 1}": p[:, 1 + n_dims + d] for d in range(n_dims)})
-    return cols
+def blocks(n_components: int, n_dims: int) -> tuple[Block, ...]:
+    comp, dim = Axis("component", n_components), Axis("dim", n_dims)
+    return (Block("weight", (comp,), "simplex"), Block("mean", (comp, dim), "real"),
+            Block("var", (comp, dim), "positive"))
 
 
 def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
@@ -415,7 +414,6 @@ FAMILY = Family(
     n_features=lambda D: D,
     subset_size=lambda D: 3,
     min_obs=min_obs,
-    n_free=lambda M, D: (1 + 2 * D) * M - 1,
     check=check,
     features=features,
     obs_const=obs_const,
@@ -431,11 +429,9 @@ FAMILY = Family(
     coef_bound=coef_bound,
     subset_init=subset_init,
     log_terms=log_terms,
-    param_columns=param_columns,
     order_key=order_key,
-    init_shapes=lambda M, D: {"weight": (M,), "mean": (M, D), "var": (M, D)},
+    blocks=blocks,
     centre_init=centre_init,
     default_init="kmeans++",
-    positive_init=("weight", "var"),
     linear_logdens=True,
 )

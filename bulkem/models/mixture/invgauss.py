@@ -38,6 +38,7 @@ from ...tuning import (
     MAX_IG_SHAPE,
     MIN_COMPONENT_MASS,
 )
+from ..base import Axis, Block
 from .family import Family
 
 _P = 3  # parameters per component: weight, mu, lambda
@@ -181,9 +182,10 @@ def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     return np.where(pos, base, -np.inf), np.where(pos & (x != mu), logq, -np.inf)
 
 
-def param_columns(params: np.ndarray, n_components: int, n_dims: int) -> dict:
-    p = params.reshape(-1, _P)
-    return {"weight": p[:, 0], "mu": p[:, 1], "lambda": p[:, 2]}
+def blocks(n_components: int, n_dims: int) -> tuple[Block, ...]:
+    comp = (Axis("component", n_components),)
+    return (Block("weight", comp, "simplex"), Block("mu", comp, "positive"),
+            Block("lambda", comp, "positive"))
 
 
 def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
@@ -199,7 +201,6 @@ FAMILY = Family(
     n_features=lambda D: 2,
     subset_size=lambda D: 3,
     min_obs=min_obs,
-    n_free=lambda M, D: _P * M - 1,
     check=check,
     features=features,
     obs_const=obs_const,
@@ -213,9 +214,7 @@ FAMILY = Family(
     coef_bound=coef_bound,
     subset_init=subset_init,
     log_terms=log_terms,
-    param_columns=param_columns,
     order_key=order_key,
-    init_shapes=lambda M, D: {"weight": (M,), "mu": (M,), "lambda": (M,)},
-    positive_init=("weight", "mu", "lambda"),
+    blocks=blocks,
     linear_logdens=True,  # c0 + c1 x + c2 (1/x): linear in the statistics (1, x, 1/x)
 )

@@ -13,7 +13,7 @@ from numba import njit, prange
 from ...data import Packed, pack
 from ...fitting import starts
 from ...tuning import DEFAULT, Tuning
-from ..base import Model, Pieces, Sizes, init_blocks
+from ..base import Layout, Model, Pieces, Sizes, init_blocks
 from .fused import block_obs, fixed_sizes, make_blocked, make_bound, make_pass
 
 if TYPE_CHECKING:  # (a type only: family.py imports this module)
@@ -82,13 +82,10 @@ class MixtureModel(Model):
         return self.family.default_init
 
     @property
-    def n_params(self) -> int:
-        return self.family.n_params(self.n_components, self.n_dims)
-
-    @property
-    def n_free(self) -> int:
-        """Free parameters, for AIC and BIC."""
-        return self.family.n_free(self.n_components, self.n_dims)
+    def params_layout(self) -> Layout:
+        """One record of the family's blocks per component."""
+        return Layout([self.family.blocks(self.n_components, self.n_dims)],
+                      exchangeable="component")
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per observation: float64 features, and a narrower copy."""
@@ -153,56 +150,38 @@ class MixtureModel(Model):
 
         return starts.StartPlan(draw, user)
 
-    def init_shapes(self) -> dict:
-        """The keys of user starting values and the shape each takes for one start."""
-        return self.family.init_shapes(self.n_components, self.n_dims)
-
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
-        M = self.n_components
+        layout = self.params_layout
         shapes = self.init_shapes()
-        blocks = [b.reshape(len(b), M, -1) for b in init_blocks(init, shapes)]
-        out = np.concatenate(blocks, axis=2)
-        for key, block in zip(shapes, blocks, strict=True):
+        blocks = dict(zip(shapes, init_blocks(init, shapes), strict=True))
+        positive = [b.name for b in layout.blocks.values() if b.constraint != "real"]
+        for key, block in blocks.items():
             if not np.all(np.isfinite(block)):
                 raise ValueError(f"init[{key!r}] holds NaN or infinite values; init values "
                                  "must be finite.")
-            if key in self.family.positive_init and np.any(block <= 0):
+            if key in positive and np.any(block <= 0):
                 raise ValueError(f"init[{key!r}] must be positive ({self.family.name!r} family: "
-                                 f"{', '.join(self.family.positive_init)} > 0); got "
-                                 f"{np.min(block)!r}.")
-        w = out[:, :, 0]
-        out[:, :, 0] = w / w.sum(axis=1, keepdims=True)
-        return out.reshape(len(out), -1)
+                                 f"{', '.join(positive)} > 0); got {np.min(block)!r}.")
+        w = blocks["weight"]
+        blocks["weight"] = w / w.sum(axis=1, keepdims=True)
+        return layout.join(blocks)
 
     # --- tables ---------------------------------------------------------------
 
     def param_columns(self, params: np.ndarray) -> dict:
         """Table columns, one row per (fit, component), from ``params`` (n_fits, n_params)."""
-        return self.family.param_columns(params, self.n_components, self.n_dims)
+        layout = self.params_layout
+        return layout.record_columns(params, layout.blocks)
 
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """``params`` (n_fits, n_params) with each fit's components in increasing location."""
-        M, D = self.n_components, self.n_dims
-        P = self.family.per_component(D)
-        key = self.family.order_key(params, M, D)
-        order = np.argsort(key, axis=1, kind="stable")
-        p = params.reshape(len(params), M, P)
-        return np.take_along_axis(p, order[:, :, None], axis=1).reshape(len(params), M * P)
+        key = self.family.order_key(params, self.n_components, self.n_dims)
+        return self.params_layout.permute(params, np.argsort(key, axis=1, kind="stable"))
 
     def start_tables(self, datasets: np.ndarray, starts: np.ndarray, init: np.ndarray) -> dict:
         """Tables of the starts beyond ``start_values``: none for a mixture."""
         return {}
-
-    def as_dict(self, params: np.ndarray) -> dict:
-        """One fit's parameters in the form ``fit(init=...)`` takes."""
-        p = np.asarray(params).reshape(self.n_components, -1)
-        out, col = {}, 0
-        for key, shape in self.init_shapes().items():
-            width = int(np.prod(shape[1:]))
-            out[key] = p[:, col : col + width].reshape(shape).copy()
-            col += width
-        return out
 
     def sizes(self) -> Sizes:
         fam, M, D = self.family, self.n_components, self.n_dims

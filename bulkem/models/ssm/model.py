@@ -12,7 +12,7 @@ from ...data import Packed, Ragged
 from ...data.units import pack_units
 from ...fitting import starts
 from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
-from ..base import Model, Pieces, Sizes, init_blocks
+from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
 from .em import AR, LOCAL_LEVEL, EMLayout, make_pieces
 
@@ -103,22 +103,20 @@ class SSMModel(Model):
         return ("ssm", self.family, self.order, self.tuning.key())
 
     @property
-    def names(self) -> list[str]:
-        """The parameters, in params order (one ``components`` row each)."""
-        head = ([f"phi_{k + 1}" for k in range(self.order)] if self.family == AR
-                else ["level0"])
-        return head + ["state_var", "obs_var"]
+    def params_layout(self) -> Layout:
+        """``phi`` (AR order) or ``level0``, then ``state_var`` and ``obs_var``."""
+        head = (Block("phi", (Axis("lag", self.order),)) if self.family == AR
+                else Block("level0"))
+        return Layout([(head,), (Block("state_var", (), "positive"),),
+                       (Block("obs_var", (), "positive"),)])
 
     @property
-    def n_params(self) -> int:
-        return self.layout.n_params
+    def names(self) -> list[str]:
+        """The parameters, in params order (one ``components`` row each)."""
+        return [c for b in self.params_layout.blocks.values() for c in b.columns(skip=0)]
 
     @property
     def n_components(self) -> int:
-        return self.n_params
-
-    @property
-    def n_free(self) -> int:
         return self.n_params
 
     n_dims = 1
@@ -217,11 +215,6 @@ class SSMModel(Model):
 
         return starts.StartPlan(draw, user)
 
-    def init_shapes(self) -> dict:
-        """User starting values' keys and shapes (one start)."""
-        head = {"phi": (self.order,)} if self.family == AR else {"level0": ()}
-        return {**head, "state_var": (), "obs_var": ()}
-
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
         shapes = self.init_shapes()
@@ -240,10 +233,8 @@ class SSMModel(Model):
             if np.any(blocks[key] <= 0):
                 raise ValueError(f"init[{key!r}] must be positive: a variance; got "
                                  f"{blocks[key].tolist()}.")
-        k = len(blocks["state_var"])
-        head = blocks["phi"] if self.family == AR else blocks["level0"].reshape(k, 1)
         if self.family == AR:
-            rad = ar_radius(head)
+            rad = ar_radius(blocks["phi"])
             bad = np.flatnonzero(~(rad < 1.0))
             if len(bad):
                 raise ValueError(
@@ -251,8 +242,7 @@ class SSMModel(Model):
                     f"spectral radius {rad[bad[0]]:.6g}, expected < 1): the AR family's prior "
                     "is the stationary law, which such coefficients do not have. Pass "
                     "stationary coefficients, or use family='local_level' for a random walk.")
-        return np.concatenate([head.reshape(k, -1), blocks["state_var"].reshape(k, 1),
-                               blocks["obs_var"].reshape(k, 1)], axis=1)
+        return self.params_layout.join(blocks)
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -271,9 +261,3 @@ class SSMModel(Model):
         """Tables of the starts beyond ``start_values``: none."""
         return {}
 
-    def as_dict(self, params: np.ndarray) -> dict:
-        """One fit's parameters in the form ``fit(init=...)`` takes."""
-        p = np.asarray(params, dtype=np.float64)
-        head = ({"phi": p[:self.order].copy()} if self.family == AR
-                else {"level0": float(p[0])})
-        return {**head, "state_var": float(p[-2]), "obs_var": float(p[-1])}

@@ -30,6 +30,7 @@ import functools
 import math
 
 from ...tuning import DEGENERATE_PARAM
+from ..base import Block
 from ..hmm.emissions import Emission
 
 
@@ -83,5 +84,6 @@ def erlang(orders: tuple[int, ...]) -> Emission:
         return 0
 
     name = "erlang(" + ",".join(str(r) for r in orders) + ")"
-    return Emission(name, lambda K: 1, lambda K: 4, lambda K: 1, lambda K: 1,
-                    prep, dens, accum, mstep, "l")
+    return Emission(name, lambda K: 4, lambda K: 1, lambda K: 1, prep, dens, accum, mstep, "l",
+                    blocks=lambda s, K: (Block("rates", (s,), "positive", "rate"),),
+                    location=lambda b: b["rates"])

@@ -104,6 +104,8 @@ class TMAPModel(HMMModel):
                           "[0, 1]",
     }
     terminating = True
+    chain_blocks = (("alpha", "simplex"), ("pi", "substochastic"))
+    state_axis = "branch"
 
     @classmethod
     def of(cls, orders: tuple[int, ...], drop_bad_runs: bool = False) -> TMAPModel:
@@ -115,12 +117,6 @@ class TMAPModel(HMMModel):
     @property
     def key(self) -> tuple:
         return (self.name, self.orders, self.tuning.key())
-
-    @property
-    def n_free(self) -> int:
-        """alpha (R - 1), Pi (R x R: the exit probabilities are free), rates (R)."""
-        R = self.n_states
-        return R - 1 + R * R + R
 
     @property
     def n_dims(self) -> int:
@@ -221,10 +217,6 @@ class TMAPModel(HMMModel):
 
         return starts.StartPlan(draw, user)
 
-    def init_shapes(self) -> dict:
-        R = self.n_states
-        return {"alpha": (R,), "pi": (R, R), "rates": (R,)}
-
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values ``{"alpha", "pi" (or "transmat"), "rates"}`` -> (k, n_params)."""
         if isinstance(init, Mapping) and "transmat" in init and "pi" not in init:
@@ -244,14 +236,14 @@ class TMAPModel(HMMModel):
                              f"probability); found a row summing to {rows.max():.6g}.")
         if np.any(blocks["rates"] <= 0):
             raise ValueError("init['rates'] must be positive: the Erlang branches' rates.")
-        k = len(blocks["alpha"])
-        return np.concatenate([b.reshape(k, -1) for b in blocks.values()], axis=1)
+        return self.params_layout.join(blocks)
 
     # --- tables ---------------------------------------------------------------------------
 
     def param_columns(self, params: np.ndarray) -> dict:
         """Columns, one row per (fit, branch): order, rate, alpha, exit probability."""
-        alpha, pi, rates = self._split(params)
+        b = self.params_layout.split(params)
+        alpha, pi, rates = b["alpha"], b["pi"], b["rates"]
         return {"order": np.tile(np.asarray(self.orders, np.int64), len(alpha)),
                 "rate": rates.reshape(-1), "alpha": alpha.reshape(-1),
                 # 1 - sum(pi) of a row that sums to 1 may round to -1.6e-15: an exit is >= 0
@@ -265,19 +257,14 @@ class TMAPModel(HMMModel):
         exchangeable: among them, the one of the largest rate comes first.
         """
         params = np.asarray(params, np.float64)
-        _, _, rates = self._split(params)
+        rates = self.params_layout.split(params)["rates"]
         perm = np.tile(np.arange(self.n_states), (len(params), 1))
         orders = np.asarray(self.orders)
         for r in np.unique(orders):
             pos = np.flatnonzero(orders == r)
             if len(pos) > 1:
-                within = np.argsort(-rates[:, pos, 0], axis=1, kind="stable")
+                within = np.argsort(-rates[:, pos], axis=1, kind="stable")
                 perm[:, pos] = pos[within]
         if (perm == np.arange(self.n_states)).all():
             return params
         return self.permute(params, perm)
-
-    def as_dict(self, params: np.ndarray) -> dict:
-        """One fit's parameters in the form ``fit(init=...)`` takes: alpha, pi, rates."""
-        alpha, pi, rates = self._split(np.asarray(params)[None])
-        return {"alpha": alpha[0].copy(), "pi": pi[0].copy(), "rates": rates[0, :, 0].copy()}
