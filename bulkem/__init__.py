@@ -9,11 +9,12 @@ from __future__ import annotations
 import importlib
 
 __version__ = "0.1.0"
-__all__ = ["fit", "FitResult", "FAMILIES", "StateSpace", "kalman_loglik", "datasets",
+__all__ = ["fit", "loglik", "FitResult", "FAMILIES", "StateSpace", "kalman_loglik", "datasets",
            "__version__"]
 
 _LAZY = {  # name -> (module, attribute or None for the module itself)
     "fit": (".scale", "fit"),  # api.fit, or checkpointed
+    "loglik": (".api", "loglik"),  # at given parameters, every family of fit
     "FitResult": (".result", "FitResult"),
     "FAMILIES": (".models", "FAMILIES"),
     "StateSpace": (".models.ssm", "StateSpace"),
