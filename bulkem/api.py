@@ -408,7 +408,8 @@ def loglik(
     params : dict or sequence of dict
         The parameters by block name, in the form ``fit(init=...)`` takes and
         ``FitResult.params(d)`` returns (e.g. ``{"weight": ..., "mu": ..., "lambda": ...}``):
-        one dict for every dataset, or one per dataset in input order.
+        one dict for every dataset, one per dataset in input order, or one dict whose
+        arrays have a leading axis of one entry per dataset.
     n_components : int, optional
         Components or states; by default the length of the first block of ``params``.
     backend, dtype, dataset_col, value_col, tuning
@@ -460,14 +461,29 @@ def loglik(
     if len(given) not in (1, len(pairs)):
         raise ValueError(f"params gives {len(given)} parameter sets for {len(pairs)} datasets; "
                          "expected one for all datasets or one per dataset.")
-    rows = np.concatenate([model.user_starts(p) for p in given])
+    if len(given) > 1:  # one parameter set per dataset: checked as the starts of one fit
+        keys = list(given[0])
+        if any(list(p) != keys for p in given):
+            raise ValueError(f"params: every dict must have the keys {keys} (in that order); "
+                             "found one with others.")
+        try:
+            given = [{k: np.stack([np.asarray(p[k], dtype=np.float64) for p in given])
+                      for k in keys}]
+        except ValueError as err:
+            raise ValueError(f"params: the dicts' arrays differ in shape ({err}); each block "
+                             "has one shape for every dataset.") from None
+    rows = model.user_starts(given[0])
+    if len(rows) not in (1, len(pairs)):
+        raise ValueError(f"params holds {len(rows)} parameter sets (a leading axis of "
+                         f"{len(rows)}) for {len(pairs)} datasets; expected one set for all "
+                         "datasets or one per dataset.")
     engine = resolve_backend(backend)
     packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
     if n_bad:
         warnings.warn(f"{n_bad} of {len(packed.ids)} datasets are invalid and were not "
                       "evaluated; see the status and message columns.", stacklevel=2)
-    per_dataset = rows if len(rows) > 1 else np.repeat(rows, len(pairs), axis=0)
+    per_dataset = rows if len(rows) == len(pairs) else np.repeat(rows[:1], len(pairs), axis=0)
     valid_rows = per_dataset[packed.valid]
     job = make_job(model, packed, 1, 0, rows[:1], np.dtype(dtype), 0, 0.0)
 

@@ -90,6 +90,14 @@ FITS = textwrap.dedent("""
             X = np.random.default_rng(0).normal(size=(200, 1))
             res = bulkem.fit([X], family="gaussian", n_components=2, n_starts=4, seed=5,
                              backend="cpu", progress=False)
+        elif family == "hmm":  # (the shapes of tests/test_hmm.py and test_ssm_em.py)
+            seqs = [np.random.default_rng(1).integers(0, 4, 40).astype(float)]
+            res = bulkem.fit([seqs], family="hmm", emission="categorical", n_symbols=4,
+                             n_components=3, n_starts=3, seed=2, backend="cpu", progress=False)
+        elif family == "ar":
+            y = np.random.default_rng(2).normal(size=120)
+            res = bulkem.fit([y], family="ar", order=2, n_starts=3, seed=4, backend="cpu",
+                             progress=False)
         else:
             x = np.random.default_rng(3).wald(1, 2, 300)
             res = bulkem.fit([x], n_components=2, n_starts=3, seed=0, backend="cpu",
@@ -102,14 +110,16 @@ FITS = textwrap.dedent("""
 def test_two_families_in_one_process_give_the_tables_of_each_alone(tmp_path):
     """The issue's case: a Gaussian then an inverse-Gaussian fit, each alone in a fresh
     process, then both in one process, in both orders (the package's own cache, shared
-    with the other tests: the test above pins the mechanism down)."""
+    with the other tests: the test above pins the mechanism down); and an HMM and an AR
+    model, whose kernels come from other factories, in the same process."""
     (tmp_path / "fits.py").write_text(FITS)
     env = _env(None)
     alone = {}
-    for family in ("gaussian", "invgauss"):
+    families = ["gaussian", "invgauss", "hmm", "ar"]
+    for family in families:
         alone.update(json.loads(_run(["fits.py", family], env, tmp_path)))
     assert {row[0] for rows in alone.values() for row in rows} <= {"converged", "max_iter"}
-    for order in (["gaussian", "invgauss"], ["invgauss", "gaussian"]):
+    for order in (families, families[::-1]):
         assert json.loads(_run(["fits.py", *order], env, tmp_path)) == alone
 
 

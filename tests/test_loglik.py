@@ -49,6 +49,9 @@ def test_mixtures_at_given_parameters_are_the_oracles(backend, tuning, seed):
     ref = [gauss_mix_loglik(v, np.asarray(p["weight"]), np.asarray(p["mean"]),
                             np.asarray(p["var"])) for v, p in zip(g, ps, strict=True)]
     assert _rel(out.loglik, ref).max() < 1e-10
+    stacked = {k: np.array([p[k] for p in ps]) for k in ps[0]}  # a leading axis per dataset
+    again = bulkem.loglik(g, "gaussian", stacked, backend=backend, tuning=tuning)
+    assert np.array_equal(again.loglik, out.loglik)
 
 
 def test_sequence_models_at_given_parameters_are_the_oracles(backend, tuning, seed):
@@ -99,5 +102,9 @@ def test_bad_datasets_get_their_rows_and_bad_parameters_raise_at_once():
         bulkem.loglik(x, "invgauss", {**IG, "mu": [-1.0, 1.0]}, backend="cpu")
     with pytest.raises(ValueError, match="2 parameter sets for 3 datasets"):
         bulkem.loglik(x, "invgauss", [IG, IG], backend="cpu")
+    with pytest.raises(ValueError, match="every dict must have the keys"):
+        bulkem.loglik(x, "invgauss", [IG, IG, {"mu": IG["mu"], **IG}], backend="cpu")
+    with pytest.raises(ValueError, match="differ in shape"):
+        bulkem.loglik(x, "invgauss", [IG, IG, {**IG, "mu": [1.0, 2.0, 3.0]}], backend="cpu")
     with pytest.raises(TypeError, match="params must be a dict"):
         bulkem.loglik(x, "invgauss", None, backend="cpu")

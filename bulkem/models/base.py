@@ -23,6 +23,7 @@ from them.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -147,7 +148,7 @@ class Block(NamedTuple):
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def n_free(self) -> int:
