@@ -190,6 +190,7 @@ def fit(
     reg_covar: float = 1e-6,
     init_method: str | None = None,
     tuning: Tuning | None = None,
+    se: bool = False,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -275,6 +276,14 @@ def fit(
         Block sizes, thresholds and other tunable numbers (:class:`bulkem.tuning.Tuning`;
         None: the measured defaults).  They change speed and the order of sums, not
         the model: tests pass small blocks so that tiny inputs span several.
+    se : bool, default False
+        Also the standard errors of every fitted dataset's best parameters, from the
+        observed information (:mod:`bulkem.fitting.information`): an ``se_`` column beside
+        each parameter of ``components`` (``se`` for the state-space models' long table) and
+        of ``transitions``, and ``FitResult.cov(d)``. NaN, with a note in
+        ``summary.message``, where a parameter lies on its constraint's boundary or the
+        information is not positive definite. They cost ``2 P^2 + 1`` E-steps per dataset
+        for ``P`` free parameters.
 
     Returns
     -------
@@ -301,6 +310,8 @@ def fit(
         raise ValueError(f"tol must be finite; got tol = {tol!r}.")
     dtype = _check_dtype(dtype)
     tuning = check_tuning(tuning)
+    if not isinstance(se, (bool, np.bool_)):
+        raise TypeError(f"se must be True or False; got se = {se!r}.")
     if not isinstance(strict, (bool, np.bool_)):
         raise TypeError(f"strict must be True or False; got strict = {strict!r}.")
     if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
@@ -370,6 +381,8 @@ def fit(
         bar.close()
     result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
                                    time.perf_counter() - t0, early or None)
+    if se:
+        standard_errors(result, engine, float(reg_covar))
     n_failed = int((result.summary["status"] == "failed").sum())
     if n_failed:
         warnings.warn(
@@ -411,7 +424,8 @@ def loglik(
         one dict for every dataset, one per dataset in input order, or one dict whose
         arrays have a leading axis of one entry per dataset.
     n_components : int, optional
-        Components or states; by default the length of the first block of ``params``.
+        Components or states; by default the length of the last axis of the first block of
+        ``params`` (``weight``, ``startprob``).
     backend, dtype, dataset_col, value_col, tuning
         As for :func:`fit`; the returned log-likelihood is float64 at these parameters
         whatever the compute dtype.
@@ -447,9 +461,9 @@ def loglik(
         raise TypeError(f"params must be a dict of parameter blocks (the form fit(init=...) "
                         f"takes), or a list of such dicts, one per dataset; got "
                         f"{type(params).__name__}.")
-    if n_components is None:
+    if n_components is None:  # the first block's last axis (weight, startprob: per component)
         first = np.shape(next(iter(given[0].values()), None))
-        n_components = first[0] if first else getattr(fam, "default_n_components", 2)
+        n_components = first[-1] if first else getattr(fam, "default_n_components", 2)
     M = _check_int("n_components", n_components, 1)
     dtype = _check_dtype(dtype)
     tuning = check_tuning(tuning)
@@ -484,15 +498,7 @@ def loglik(
         warnings.warn(f"{n_bad} of {len(packed.ids)} datasets are invalid and were not "
                       "evaluated; see the status and message columns.", stacklevel=2)
     per_dataset = rows if len(rows) == len(pairs) else np.repeat(rows[:1], len(pairs), axis=0)
-    valid_rows = per_dataset[packed.valid]
-    job = make_job(model, packed, 1, 0, rows[:1], np.dtype(dtype), 0, 0.0)
-
-    def take(fit_ds, fit_start, out):
-        out[:] = valid_rows[fit_ds]
-        return out
-
-    job.start_plan = starts.StartPlan(take)
-    select.run(job, engine, Progress(False, len(job.fit_ds)))
+    job = evaluate(model, packed, per_dataset[packed.valid][:, None], engine, np.dtype(dtype))
     n = len(packed.ids)
     ll = np.full(n, np.nan)
     status = np.array(["ok" if m is None else "invalid_data" for m in packed.messages],
@@ -508,6 +514,93 @@ def loglik(
                           or "the log-likelihood is not a finite number")
     return pd.DataFrame({"dataset": packed.ids, "n_obs": packed.n_obs, "loglik": ll,
                          "status": status, "message": message})
+
+
+def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.dtype) -> Job:
+    """The log-likelihoods of the valid datasets at given parameters: a :class:`Job` of one
+    E-step and no M-step per (dataset, parameter set), run by the strategy the table picks.
+
+    Parameters
+    ----------
+    params : ndarray of shape (n_valid, n_sets, n_params)
+        Parameter sets of each valid dataset (the job's starts).
+
+    Returns
+    -------
+    Job
+        Its ``loglik`` and ``status`` (``MAX_ITER`` where evaluated) per (dataset, set).
+    """
+    n_sets = params.shape[1]
+    job = make_job(model, packed, n_sets, 0, params[0], dtype, 0, 0.0)
+
+    def take(fit_ds, fit_start, out):
+        out[:] = params[fit_ds, fit_start]
+        return out
+
+    job.start_plan = starts.StartPlan(take)
+    select.run(job, engine, Progress(False, len(job.fit_ds)))
+    return job
+
+
+def standard_errors(result: FitResult, engine: str, reg: float) -> None:
+    """Standard errors of every fitted dataset's best parameters, added to ``result`` in
+    place: ``se_`` columns beside the parameters of ``components`` (and of
+    ``transitions``), the covariances behind ``result.cov(d)``, and a note in
+    ``summary.message`` where they are NaN (see :mod:`bulkem.fitting.information`)."""
+    from .fitting import information
+    from .tuning import MAX_ITER
+
+    model, packed = result._model, result._packed
+    lay, free = model.params_layout, model.free_blocks()
+    vids = list(result._best)
+    if not vids:
+        return
+    best = np.stack([result._best[v][0] for v in vids])
+    theta = lay.to_free(best, free)
+    bound = ~np.isfinite(theta).all(axis=1) | model.at_bound(best, reg)
+    theta = np.where(np.isfinite(theta), theta, 0.0)
+    h = information.steps(theta)
+    pts = information.points(theta, h)
+    n, Q, P = pts.shape
+    params = np.empty((n, Q, lay.size))
+    for q in range(Q):
+        params[:, q] = lay.from_free(pts[:, q], best, free)[0]
+    where = {v: k for k, v in enumerate(packed.ids)}
+    rows = np.searchsorted(packed.valid, [where[v] for v in vids])
+    sub = np.full((len(packed.valid), Q, lay.size), np.nan)
+    sub[rows] = params
+    job = evaluate(model, packed, sub, engine, np.dtype(np.float64))
+    f = job.loglik.reshape(len(packed.valid), Q)[rows]
+    f = np.where(job.status.reshape(len(packed.valid), Q)[rows] == MAX_ITER, f, np.nan)
+    H = information.hessian(f, h)
+    cov, ok = information.covariance(H, lay.from_free(theta, best, free)[1])
+    ok &= ~bound
+    cov[~ok] = np.nan
+    se = np.sqrt(np.clip(np.diagonal(cov, axis1=1, axis2=2), 0.0, None))
+    names = lay.names()
+    import pandas as pd
+
+    result._cov.update({v: pd.DataFrame(cov[k], index=names, columns=names)
+                        for k, v in enumerate(vids)})
+    comp = result.components
+    for col, values in model.se_columns(se).items():
+        comp[col] = values
+    trans = result.tables.get("transitions")
+    if trans is not None:
+        prob = model.transition_columns[-1]
+        trans["se_" + prob] = model.extra_tables(np.asarray(vids, dtype=object),
+                                                 se)["transitions"][prob].to_numpy()
+    why = np.where(bound, "standard errors NaN: a parameter on its constraint's boundary "
+                   "(a probability near 0, a variance at reg_covar)",
+                   "standard errors NaN: the observed information is not positive definite "
+                   "(a flat direction, or not at a maximum)")
+    msg = result.summary["message"].to_numpy(dtype=object).copy()
+    at = {v: k for k, v in enumerate(result.summary.iloc[:, 0])}  # (dataset, or trace)
+    for k, v in enumerate(vids):
+        if not ok[k]:
+            i = at[v]
+            msg[i] = f"{msg[i]}; {why[k]}" if msg[i] else str(why[k])
+    result.summary["message"] = msg
 
 
 def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray | None,

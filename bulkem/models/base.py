@@ -259,6 +259,86 @@ class Layout:
             blocks[name] = a
         return self.join(blocks)
 
+    def names(self) -> list[str]:
+        """Every parameter's name, in parameter-vector order (``weight_1``, ``mean_2_1``:
+        the block's table-column name and its indices along every axis)."""
+        out = np.empty(self.size, dtype=object)
+        index = np.arange(self.size, dtype=np.float64)[None]
+        for name, a in self.split(index).items():
+            b = self.blocks[name]
+            out[a.reshape(-1).astype(np.int64)] = b.columns(skip=0)
+        return list(out)
+
+    def to_free(self, params: np.ndarray, names) -> np.ndarray:
+        """The blocks ``names`` of ``params`` (n_fits, size) in unconstrained coordinates
+        (n_fits, n_free(names)): ``log`` of a positive value; of a simplex row, the log-ratios
+        to its last entry; of a sub-stochastic row, the log-ratios to its rest ``1 - sum``.
+        A value on its constraint's boundary (a zero probability) gives -inf or NaN."""
+        blocks = self.split(params)
+        parts = []
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for name in self.blocks:
+                if name not in names:
+                    continue
+                b, a = self.blocks[name], blocks[name]
+                n = len(a)
+                if b.constraint == "real":
+                    parts.append(a.reshape(n, -1))
+                elif b.constraint == "positive":
+                    parts.append(np.log(a.reshape(n, -1)))
+                else:
+                    rows = a.reshape(n, -1, b.shape[-1])
+                    ref = (rows[:, :, -1:] if b.constraint == "simplex"
+                           else 1.0 - rows.sum(axis=2, keepdims=True))
+                    top = rows[:, :, :-1] if b.constraint == "simplex" else rows
+                    parts.append(np.log(top / ref).reshape(n, -1))
+        return np.concatenate(parts, axis=1) if parts else np.empty((len(params), 0))
+
+    def from_free(self, theta: np.ndarray, params: np.ndarray, names) -> np.ndarray:
+        """``params`` (n_fits, size) with the blocks ``names`` taken from unconstrained
+        coordinates ``theta`` (n_fits, n_free(names)): the inverse of :meth:`to_free`.
+        Also returns the Jacobian ``d params / d theta`` (n_fits, size, n_free(names))."""
+        blocks = self.split(params)
+        n = len(params)
+        jac_blocks, col = {}, 0
+        for name in self.blocks:
+            if name not in names:
+                continue
+            b = self.blocks[name]
+            k = b.n_free
+            t = theta[:, col:col + k]
+            if b.constraint == "real":
+                x, jac = t.copy(), np.broadcast_to(np.eye(k), (n, k, k)).copy()
+            elif b.constraint == "positive":
+                x = np.exp(t)
+                jac = x[:, :, None] * np.eye(k)
+            else:
+                K = b.shape[-1]
+                simplex = b.constraint == "simplex"
+                rows = t.reshape(n, -1, K - 1 if simplex else K)
+                top = np.maximum(rows.max(axis=2, keepdims=True), 0.0)
+                e = np.exp(rows - top)
+                denom = np.exp(-top) + e.sum(axis=2, keepdims=True)
+                q = e / denom  # the rows' entries with a free coordinate
+                x = np.concatenate([q, np.exp(-top) / denom], axis=2) if simplex else q
+                R, F = rows.shape[1], rows.shape[2]
+                jac = np.zeros((n, R * x.shape[2], R * F))
+                for r in range(R):  # d x_i / d t_j = x_i (delta_ij - x_j), i over the row
+                    block = -x[:, r, :, None] * q[:, r, None, :]
+                    block[:, np.arange(F), np.arange(F)] += q[:, r]
+                    jac[:, r * x.shape[2]:(r + 1) * x.shape[2], r * F:(r + 1) * F] = block
+                x = x.reshape(n, -1)
+            blocks[name] = x.reshape((n,) + b.shape)
+            jac_blocks[name] = (jac, col)
+            col += k
+        out = self.join(blocks)
+        J = np.zeros((n, self.size, col))
+        index = self.split(np.arange(self.size, dtype=np.float64)[None])
+        for name, (jac, c0) in jac_blocks.items():
+            rows = index[name].reshape(-1).astype(np.int64)
+            J[:, rows, c0:c0 + jac.shape[2]] = jac
+        return out, J
+
     def record_columns(self, params: np.ndarray, names) -> dict:
         """Table columns of the blocks ``names`` (sharing a first axis), one row per (fit,
         entry of that axis): ``{column: values}``."""
@@ -316,10 +396,34 @@ class Model(ABC):
         """Length of one fit's parameter vector."""
         return self.params_layout.size
 
+    def free_blocks(self) -> list[str]:
+        """The blocks the M-step estimates (all, unless a model fixes some): what AIC and
+        BIC count and what standard errors are taken for."""
+        return list(self.params_layout.blocks)
+
     @property
     def n_free(self) -> int:
         """Free parameters, for AIC and BIC."""
-        return self.params_layout.n_free()
+        return self.params_layout.n_free(self.free_blocks())
+
+    def se_columns(self, se: np.ndarray) -> dict:
+        """Standard-error columns of the components table from ``se`` (n_fits, n_params):
+        ``se_`` and the column of each block with one entry per component (the others,
+        such as a transition matrix, go to their own tables)."""
+        lay = self.params_layout
+        names = [name for name, b in lay.blocks.items()
+                 if b.axes and [a.name for a in b.axes].count(lay.exchangeable) == 1]
+        return {f"se_{c}": v for c, v in lay.record_columns(se, names).items()}
+
+    def at_bound(self, params: np.ndarray, reg: float) -> np.ndarray:
+        """Fits (rows of ``params``) with a free parameter on its constraint's boundary,
+        where standard errors are not taken: a probability or weight under ``1e-8``."""
+        lay, free = self.params_layout, self.free_blocks()
+        out = np.zeros(len(params), dtype=bool)
+        for name, a in lay.split(params).items():
+            if name in free and lay.blocks[name].constraint in ("simplex", "substochastic"):
+                out |= (a.reshape(len(a), -1) < 1e-8).any(axis=1)
+        return out
 
     def init_shapes(self) -> dict:
         """The keys of user starting values (the blocks), in parameter order, and the shape

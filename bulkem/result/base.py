@@ -158,6 +158,7 @@ class FitResult:
     _model: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
     _packed: Any = field(repr=False, default=None)  # the fitted values, for plot()
+    _cov: dict = field(repr=False, default_factory=dict)  # fit(se=True): dataset -> DataFrame
 
     @staticmethod
     def before_fits(model, packed, job, n_starts) -> dict:
@@ -281,6 +282,15 @@ class FitResult:
             ``mean`` and ``var`` (M, D) for the Gaussian family.
         """
         return self._as_dict(self._get(dataset)[0])
+
+    def cov(self, dataset: Any) -> pd.DataFrame:
+        """Covariance of a dataset's best parameters (``fit(se=True)``), rows and columns
+        named by parameter (``weight_1``, ``mean_2_1``...; NaN where the standard errors
+        are)."""
+        self._get(dataset)
+        if not self._cov:
+            raise ValueError("no covariances: fit with se=True to compute them.")
+        return self._cov[dataset]
 
     def init_params(self, dataset: Any) -> dict:
         """Starting values of a dataset's best start, in draw order."""

@@ -113,15 +113,18 @@ class HMMModel(Model):
         """Free parameters of what the M-step updates, for AIC and BIC."""
         return self.n_free_of(self.K)
 
-    def n_free_of(self, K: int) -> int:
-        """:attr:`n_free` with an alphabet (categorical) of ``K`` symbols: the blocks the
-        M-step updates (``update``: ``s`` start, ``t`` transitions, ``e`` emission)."""
-        layout = self.layout_for(K)
+    def free_blocks(self) -> list[str]:
+        """The blocks the M-step updates (``update``: ``s`` start, ``t`` transitions, ``e``
+        the emission's)."""
         (start, _), (trans, _) = self.chain_blocks
         chosen = [start] * ("s" in self.update) + [trans] * ("t" in self.update)
         if "e" in self.update:
-            chosen += [name for name in layout.blocks if name not in (start, trans)]
-        return layout.n_free(chosen)
+            chosen += [name for name in self.params_layout.blocks if name not in (start, trans)]
+        return chosen
+
+    def n_free_of(self, K: int) -> int:
+        """:attr:`n_free` with an alphabet (categorical) of ``K`` symbols."""
+        return self.layout_for(K).n_free(self.free_blocks())
 
     @property
     def init_methods(self) -> tuple[str, ...]:

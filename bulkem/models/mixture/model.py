@@ -174,6 +174,14 @@ class MixtureModel(Model):
         layout = self.params_layout
         return layout.record_columns(params, layout.blocks)
 
+    def at_bound(self, params: np.ndarray, reg: float) -> np.ndarray:
+        """As :meth:`Model.at_bound`, and a variance held at its floor ``reg_covar``."""
+        out = super().at_bound(params, reg)
+        blocks = self.params_layout.split(params)
+        if "var" in blocks:
+            out |= (blocks["var"].reshape(len(params), -1) <= reg * (1 + 1e-6)).any(axis=1)
+        return out
+
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """``params`` (n_fits, n_params) with each fit's components in increasing location."""
         key = self.family.order_key(params, self.n_components, self.n_dims)

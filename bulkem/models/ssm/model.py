@@ -253,6 +253,10 @@ class SSMModel(Model):
         names = np.array(self.names, dtype=object)
         return {"parameter": np.tile(names, len(p)), "value": p.reshape(-1)}
 
+    def se_columns(self, se: np.ndarray) -> dict:
+        """The long components table's ``se`` column, one row per (fit, parameter)."""
+        return {"se": np.asarray(se, dtype=np.float64).reshape(-1)}
+
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """No exchangeable parts: the parameters as they are."""
         return np.asarray(params, dtype=np.float64)

@@ -1,0 +1,73 @@
+"""What ``fit(se=True)`` adds to a fit's time: the same fits with and without standard errors.
+
+    python benchmarks/bench_se.py [--datasets 1000] [--obs 2000] [--starts 20]
+                                  [--backends cpu,cuda] [--only ig,gauss,hmm]
+
+Whole calls, best of ``--rounds`` after a warm-up (compilation apart). The standard errors
+cost ``2 P^2 + 1`` E-steps per dataset for ``P`` free parameters (inverse Gaussian M = 2:
+P = 5; Gaussian M = 3, D = 2: P = 14; categorical HMM N = 4, V = 8: P = 43), against the
+fit's ``starts x iterations`` E-steps: the ratio grows with P.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+
+def cases(D: int, n: int, starts: int):
+    rng = np.random.default_rng(0)
+    yield "ig", "inverse Gaussian, M = 2", dict(
+        datasets=[np.concatenate([rng.wald(0.5, 4.0, n // 2), rng.wald(3.0, 20.0, n - n // 2)])
+                  for _ in range(D)], family="invgauss", n_components=2, n_starts=starts)
+    yield "gauss", "Gaussian, M = 3, D = 2", dict(
+        datasets=[np.concatenate([rng.normal(0, 1, (n // 3, 2)), rng.normal(4, 1, (n // 3, 2)),
+                                  rng.normal((0, 5), 1, (n - 2 * (n // 3), 2))])
+                  for _ in range(D)], family="gaussian", n_components=3, n_starts=starts)
+    seqs = [[rng.integers(0, 8, 100).astype(float) for _ in range(n // 100)]
+            for _ in range(max(1, D // 10))]
+    yield "hmm", "categorical HMM, N = 4, V = 8 (a tenth of the datasets)", dict(
+        datasets=seqs, family="hmm", emission="categorical", n_symbols=8, n_components=4,
+        n_starts=starts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=int, default=1000)
+    ap.add_argument("--obs", type=int, default=2000)
+    ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--backends", default="cpu")
+    ap.add_argument("--only", default="ig,gauss,hmm")
+    args = ap.parse_args()
+
+    import bulkem
+
+    only = args.only.split(",")
+    print(f"{args.datasets:,} datasets x {args.obs:,} values, {args.starts} starts, "
+          f"100 iterations at most; whole calls, best of {args.rounds}")
+    print("| model | backend | fit (s) | fit, se=True (s) | ratio | datasets with NaN errors |")
+    print("|---|---|---|---|---|---|")
+    for key, label, kw in cases(args.datasets, args.obs, args.starts):
+        if key not in only:
+            continue
+        for backend in args.backends.split(","):
+            times = {}
+            for se in (False, True):
+                bulkem.fit(**{**kw, "datasets": kw["datasets"][:2]}, seed=1, backend=backend,
+                           se=se)  # compile
+                best = np.inf
+                for _ in range(args.rounds):
+                    t = time.perf_counter()
+                    res = bulkem.fit(**kw, seed=1, backend=backend, se=se)
+                    best = min(best, time.perf_counter() - t)
+                times[se] = best
+            nan = int(res.summary.message.str.contains("standard errors NaN").sum())
+            print(f"| {label} | {backend} | {times[False]:.3f} | {times[True]:.3f} | "
+                  f"{times[True] / times[False]:.2f} | {nan} of {len(res.summary)} |")
+
+
+if __name__ == "__main__":
+    main()
