@@ -679,8 +679,11 @@ py_hmm_init <- function(init) {
 
 # A named list of numeric arrays (user starting values) -> a Python dict of numpy arrays,
 # R's dimensions kept in numpy's row-major order; NULL stays NULL. `form`: the error
-# message when `init` is not a named list.
-py_named_arrays <- function(init, form) {
+# message when `init` is not a named list; `arg`: what the messages call the list
+# ("init", "params[[2]]"); `scalars`: blocks that are one number each (the state-space
+# models' level0, state_var, obs_var), which go over as a Python float when given as
+# one number, so that their shape is () and not (1,).
+py_named_arrays <- function(init, form, arg = "init", scalars = character()) {
   if (is.null(init)) {
     return(NULL)
   }
@@ -691,9 +694,12 @@ py_named_arrays <- function(init, form) {
   out <- lapply(names(init), function(key) {
     v <- init[[key]]
     if (!is.numeric(v)) {
-      stop("init$", key, " is ", not_numbers(v), call. = FALSE)
+      stop(arg, "$", key, " is ", not_numbers(v), call. = FALSE)
     }
     dims <- dim(v)
+    if (is.null(dims) && length(v) == 1L && key %in% scalars) {
+      return(reticulate::r_to_py(as.double(v)))
+    }
     if (is.null(dims)) {
       return(py_float_array(v))
     }

@@ -4,7 +4,9 @@
 # terms: list(ids = "position" | "name" | "label", interface = "fit_mixture" |
 # "bulkem" | "fit_hmm" | "fit_ssm" | "fit_tmap" | "kalman_loglik" | "state_space"),
 # as run_fit(), fit_hmm() and the others record them; NULL: an unnamed list to
-# fit_mixture().
+# fit_mixture(). Optional: args = c(<Python name> = "<R name>") in place of the
+# interface's argument names, and init = "<R argument>" for Python's "init"
+# (loglik_at(): "params").
 r_message <- function(msg, terms = NULL) {
   ids <- if (is.null(terms$ids)) "position" else terms$ids
   interface <- if (is.null(terms$interface)) "fit_mixture" else terms$interface
@@ -35,6 +37,9 @@ r_message <- function(msg, terms = NULL) {
   }
   # init['key'] -> init$key (before the quoting below turns 'key' into "key")
   msg <- gsub("\\binit\\['([A-Za-z_]+)'\\]", "init$\\1", msg, perl = TRUE)
+  if (!is.null(terms$init)) { # the R argument holding the values Python calls init
+    msg <- gsub("\\binit\\b(?!=)", terms$init, msg, perl = TRUE) # (not fit(init=...))
+  }
   original <- identical(interface, "bulkem")
   fixed <- c(
     "DataFrame input" = "The data.frame",
@@ -87,7 +92,9 @@ r_message <- function(msg, terms = NULL) {
     msg <- gsub(names(fixed)[i], fixed[[i]], msg, fixed = TRUE)
   }
   # argument names: Python's -> this R function's
-  args <- if (original) {
+  args <- if (!is.null(terms$args)) {
+    terms$args # the caller's own names (loglik_at())
+  } else if (original) {
     c(n_components = "num.components", n_starts = "random.inits", max_iter = "max.iters",
       tol = "epsilon")
   } else if (hmm) {
