@@ -545,8 +545,11 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
 def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     """Standard errors of every fitted dataset's best parameters, added to ``result`` in
     place: ``se_`` columns beside the parameters of ``components`` (and of
-    ``transitions``), the covariances behind ``result.cov(d)``, and a note in
-    ``summary.message`` where they are NaN (see :mod:`bulkem.fitting.information`)."""
+    ``transitions``), a ``covariances`` table (one row per dataset and pair of parameters,
+    behind ``result.cov(d)``), and a note in ``summary.message`` where they are NaN (see
+    :mod:`bulkem.fitting.information`)."""
+    import pandas as pd
+
     from .fitting import information
     from .tuning import MAX_ITER
 
@@ -577,11 +580,14 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     ok &= ~bound
     cov[~ok] = np.nan
     se = np.sqrt(np.clip(np.diagonal(cov, axis1=1, axis2=2), 0.0, None))
-    names = lay.names()
-    import pandas as pd
-
-    result._cov.update({v: pd.DataFrame(cov[k], index=names, columns=names)
-                        for k, v in enumerate(vids)})
+    names = np.array(lay.names(), dtype=object)
+    k = len(names)
+    idcol = result.summary.columns[0]  # (dataset, or trace)
+    result.tables["covariances"] = pd.DataFrame({  # a table: kept by checkpoints and joins
+        idcol: np.repeat(np.asarray(vids, dtype=object), k * k),
+        "row": np.tile(np.repeat(names, k), len(vids)),
+        "column": np.tile(names, len(vids) * k),
+        "cov": cov.reshape(-1)})
     comp = result.components
     for col, values in model.se_columns(se).items():
         comp[col] = values
@@ -595,7 +601,7 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
                    "standard errors NaN: the observed information is not positive definite "
                    "(a flat direction, or not at a maximum)")
     msg = result.summary["message"].to_numpy(dtype=object).copy()
-    at = {v: k for k, v in enumerate(result.summary.iloc[:, 0])}  # (dataset, or trace)
+    at = {v: k for k, v in enumerate(result.summary[idcol])}
     for k, v in enumerate(vids):
         if not ok[k]:
             i = at[v]

@@ -11,6 +11,7 @@ import pytest
 from reference import ig_mix_loglik
 
 import bulkem
+from bulkem.tuning import Tuning
 
 
 def _numpy_se(f, x0):
@@ -156,3 +157,21 @@ def test_the_cuda_engine_gives_the_cpu_engines_standard_errors():
     gpu = bulkem.fit(x, backend="cuda", tuning=tuning, **kw)
     cols = ["se_weight", "se_mu", "se_lambda"]
     assert np.allclose(gpu.components[cols], cpu.components[cols], rtol=1e-5)
+
+
+def test_a_checkpointed_fit_keeps_its_standard_errors_and_covariances(tmp_path):
+    """The covariances are a table (one row per dataset and pair of parameters), so a run in
+    chunks joins and resumes them like the other tables."""
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(5)
+    x = [np.concatenate([rng.wald(0.5, 4.0, 80), rng.wald(3.0, 20.0, 60)]) for _ in range(3)]
+    kw = dict(n_components=2, n_starts=2, seed=4, backend="cpu", se=True)
+    whole = bulkem.fit(x, **kw)
+    chunked = bulkem.fit(x, checkpoint=tmp_path / "run", **kw,
+                         tuning=Tuning(checkpoint_chunk_fits=2))
+    cols = ["se_weight", "se_mu", "se_lambda"]
+    assert np.array_equal(chunked.components[cols], whole.components[cols])
+    for d in range(3):
+        assert chunked.cov(d).equals(whole.cov(d))
+    assert list(whole.cov(1).columns) == ["weight_1", "mu_1", "lambda_1", "weight_2", "mu_2",
+                                          "lambda_2"]

@@ -158,7 +158,6 @@ class FitResult:
     _model: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
     _packed: Any = field(repr=False, default=None)  # the fitted values, for plot()
-    _cov: dict = field(repr=False, default_factory=dict)  # fit(se=True): dataset -> DataFrame
 
     @staticmethod
     def before_fits(model, packed, job, n_starts) -> dict:
@@ -286,11 +285,15 @@ class FitResult:
     def cov(self, dataset: Any) -> pd.DataFrame:
         """Covariance of a dataset's best parameters (``fit(se=True)``), rows and columns
         named by parameter (``weight_1``, ``mean_2_1``...; NaN where the standard errors
-        are)."""
+        are): the dataset's rows of the ``covariances`` table."""
         self._get(dataset)
-        if not self._cov:
+        table = self.tables.get("covariances")
+        if table is None:
             raise ValueError("no covariances: fit with se=True to compute them.")
-        return self._cov[dataset]
+        rows = table[table.iloc[:, 0] == dataset]
+        names = list(dict.fromkeys(rows["row"]))
+        return pd.DataFrame(rows["cov"].to_numpy().reshape(len(names), len(names)),
+                            index=names, columns=names)
 
     def init_params(self, dataset: Any) -> dict:
         """Starting values of a dataset's best start, in draw order."""
