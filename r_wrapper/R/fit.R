@@ -5,7 +5,7 @@
 run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      backend, dtype, init, strict, progress, interface = "fit_mixture",
                      dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
-                     init_method = NULL, checkpoint = NULL) {
+                     init_method = NULL, checkpoint = NULL, se = FALSE) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   check_mixture_family(family)
@@ -23,6 +23,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     )
   }
   one_number(reg_covar, "reg_covar")
+  check_se(se)
   if (!is.null(init_method)) {
     one_string(init_method, "init_method")
   }
@@ -55,6 +56,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     reg_covar = as.double(reg_covar),
     init_method = init_method,
     checkpoint = cp$path,
+    se = se,
     .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids, checkpoint = checkpoint_done(cp))
@@ -199,12 +201,13 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                         dtype = "float64", init = NULL, strict = FALSE,
                         progress = FALSE, dataset_col = "dataset", value_col = "value",
-                        reg_covar = 1e-6, init_method = NULL, checkpoint = NULL) {
+                        reg_covar = 1e-6, init_method = NULL, checkpoint = NULL,
+                        se = FALSE) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
     dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
-    init_method = init_method, checkpoint = checkpoint
+    init_method = init_method, checkpoint = checkpoint, se = se
   )
   out <- r_tables(run$py, run$ids)
   warn_not_converged(out$summary$status, max_iter, tol)
@@ -221,6 +224,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
     ids = run$ids,
     checkpoint = run$checkpoint,
     saved = saved_state(py),
+    vcov = saved_vcov(py, run$ids, se),
     python = py
   )
 }

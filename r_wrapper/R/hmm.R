@@ -6,7 +6,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     max_iter = 100, tol = 1e-6, seed = NULL, backend = "auto",
                     dtype = "float64", init = NULL, params = "ste", reg_covar = 1e-6,
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
-                    sequence_col = "sequence", value_col = "value", checkpoint = NULL, ...) {
+                    sequence_col = "sequence", value_col = "value", checkpoint = NULL, se = FALSE,
+                    ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -24,6 +25,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   }
   one_number(tol, "tol")
   one_number(reg_covar, "reg_covar")
+  check_se(se)
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   gaussian <- identical(emission, "gaussian")
@@ -57,7 +59,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     emission = emission,
     params = params,
     sequence_col = sequence_col,
-    checkpoint = cp$path
+    checkpoint = cp$path,
+    se = se
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")
@@ -80,6 +83,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   if (!is.null(coded$levels)) { # prob_0, prob_1, ... -> prob_<level>, symbols from 1
     probs <- startsWith(names(comps), "prob_")
     names(comps)[probs] <- paste0("prob_", coded$levels[seq_len(sum(probs))])
+    probs <- startsWith(names(comps), "se_prob_") # (fit with se = TRUE)
+    names(comps)[probs] <- paste0("se_prob_", coded$levels[seq_len(sum(probs))])
     sv <- tables$start_values
     probs <- startsWith(names(sv), "prob_")
     names(sv)[probs] <- paste0("prob_", coded$levels[seq_len(sum(probs))])
@@ -110,6 +115,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     saved = saved_state(py, c(list(emission = emission, params = params),
                               if (!is.null(symbols)) list(n_symbols = as.integer(symbols))),
                         n_symbols = n_symbols),
+    vcov = saved_vcov(py, batch$ids, se),
     python = py
   )
 }

@@ -26,9 +26,11 @@ nobs.bulkem_fit <- function(object, ...) object$summary$n_obs
 
 nobs.bulkem_hmm <- nobs.bulkem_fit
 
-# The parameter columns of the components table (all but the keys).
+# The parameter columns of the components table (all but the keys and the
+# standard errors, se_<parameter>, of a fit with se = TRUE).
 param_columns <- function(components) {
-  setdiff(names(components), c("dataset", "component", "state"))
+  cols <- setdiff(names(components), c("dataset", "component", "state"))
+  cols[!startsWith(cols, "se_")]
 }
 
 coef.bulkem_fit <- function(object, ...) {
@@ -165,6 +167,9 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
   attrs <- attributes(x)
   for (a in c("sequence_lengths", "sequence_labels")) {
     if (!is.null(attrs[[a]])) attrs[[a]] <- attrs[[a]][pos]
+  }
+  if (!is.null(attrs$vcov)) { # (fit with se = TRUE) the kept datasets' covariances
+    attrs$vcov <- attrs$vcov[, , dimnames(attrs$vcov)[[3L]] %in% keep, drop = FALSE]
   }
   attrs$names <- names(out)
   attributes(out) <- attrs

@@ -5,7 +5,7 @@
 fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
-                    value_col = "value", checkpoint = NULL) {
+                    value_col = "value", checkpoint = NULL, se = FALSE) {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -17,6 +17,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   one_string(series_col, "series_col")
   one_string(value_col, "value_col")
   one_number(tol, "tol")
+  check_se(se)
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   batch <- py_hmm_batch(data, FALSE, dataset_col, series_col, value_col)
@@ -36,6 +37,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     value_col = value_col,
     series_col = series_col,
     checkpoint = cp$path,
+    se = se,
     .terms = terms
   )
   if (identical(model, "ar")) {
@@ -58,6 +60,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     checkpoint = checkpoint_done(cp),
     saved = saved_state(py, if (identical(model, "ar")) list(order = as.integer(order)) else
       list()),
+    vcov = saved_vcov(py, batch$ids, se),
     python = py
   )
 }

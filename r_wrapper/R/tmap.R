@@ -6,12 +6,13 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
                      seed = NULL, backend = "auto", dtype = "float64", init = NULL,
                      drop_bad_runs = FALSE, strict = FALSE, progress = FALSE,
                      trace_col = "trace", run_col = "run", value_col = "value",
-                     checkpoint = NULL) {
+                     checkpoint = NULL, se = FALSE) {
   orders <- check_orders(orders)
   one_string(trace_col, "trace_col")
   one_string(run_col, "run_col")
   one_string(value_col, "value_col")
   one_number(tol, "tol")
+  check_se(se)
   if (!is.logical(drop_bad_runs) || length(drop_bad_runs) != 1L || is.na(drop_bad_runs)) {
     stop("`drop_bad_runs` must be TRUE or FALSE, got ",
       paste(deparse(drop_bad_runs), collapse = ""), ".",
@@ -40,6 +41,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     run_col = run_col,
     drop_bad_runs = drop_bad_runs,
     checkpoint = cp$path,
+    se = se,
     .terms = terms
   )
   py <- do.call(py_call, args)
@@ -68,6 +70,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     checkpoint = checkpoint_done(cp),
     saved = saved_state(py, list(orders = orders, drop_bad_runs = drop_bad_runs),
                         values = FALSE),
+    vcov = saved_vcov(py, batch$ids, se),
     python = py
   )
 }
