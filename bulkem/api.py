@@ -565,9 +565,8 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     h = information.steps(theta)
     pts = information.points(theta, h)
     n, Q, P = pts.shape
-    params = np.empty((n, Q, lay.size))
-    for q in range(Q):
-        params[:, q] = lay.from_free(pts[:, q], best, free)[0]
+    params = lay.from_free(pts.reshape(n * Q, P), np.repeat(best, Q, axis=0),
+                           free).reshape(n, Q, lay.size)
     where = {v: k for k, v in enumerate(packed.ids)}
     rows = np.searchsorted(packed.valid, [where[v] for v in vids])
     sub = np.full((len(packed.valid), Q, lay.size), np.nan)
@@ -576,7 +575,7 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     f = job.loglik.reshape(len(packed.valid), Q)[rows]
     f = np.where(job.status.reshape(len(packed.valid), Q)[rows] == MAX_ITER, f, np.nan)
     H = information.hessian(f, h)
-    cov, ok = information.covariance(H, lay.from_free(theta, best, free)[1])
+    cov, ok = information.covariance(H, lay.free_jacobian(best, free))
     ok &= ~bound
     cov[~ok] = np.nan
     se = np.sqrt(np.clip(np.diagonal(cov, axis1=1, axis2=2), 0.0, None))

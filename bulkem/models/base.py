@@ -296,48 +296,58 @@ class Layout:
 
     def from_free(self, theta: np.ndarray, params: np.ndarray, names) -> np.ndarray:
         """``params`` (n_fits, size) with the blocks ``names`` taken from unconstrained
-        coordinates ``theta`` (n_fits, n_free(names)): the inverse of :meth:`to_free`.
-        Also returns the Jacobian ``d params / d theta`` (n_fits, size, n_free(names))."""
+        coordinates ``theta`` (n_fits, n_free(names)): the inverse of :meth:`to_free`."""
         blocks = self.split(params)
-        n = len(params)
-        jac_blocks, col = {}, 0
+        n, col = len(params), 0
         for name in self.blocks:
             if name not in names:
                 continue
             b = self.blocks[name]
-            k = b.n_free
-            t = theta[:, col:col + k]
+            t = theta[:, col:col + b.n_free]
+            col += b.n_free
             if b.constraint == "real":
-                x, jac = t.copy(), np.broadcast_to(np.eye(k), (n, k, k)).copy()
+                x = t
             elif b.constraint == "positive":
                 x = np.exp(t)
-                jac = x[:, :, None] * np.eye(k)
-            else:
-                K = b.shape[-1]
-                simplex = b.constraint == "simplex"
-                rows = t.reshape(n, -1, K - 1 if simplex else K)
+            else:  # a row: exp(t) over 1 + sum(exp(t)), with the last (or the rest) 1 / that
+                rows = t.reshape(n, -1, b.shape[-1] - (b.constraint == "simplex"))
                 top = np.maximum(rows.max(axis=2, keepdims=True), 0.0)
                 e = np.exp(rows - top)
                 denom = np.exp(-top) + e.sum(axis=2, keepdims=True)
-                q = e / denom  # the rows' entries with a free coordinate
-                x = np.concatenate([q, np.exp(-top) / denom], axis=2) if simplex else q
-                R, F = rows.shape[1], rows.shape[2]
-                jac = np.zeros((n, R * x.shape[2], R * F))
-                for r in range(R):  # d x_i / d t_j = x_i (delta_ij - x_j), i over the row
-                    block = -x[:, r, :, None] * q[:, r, None, :]
-                    block[:, np.arange(F), np.arange(F)] += q[:, r]
-                    jac[:, r * x.shape[2]:(r + 1) * x.shape[2], r * F:(r + 1) * F] = block
-                x = x.reshape(n, -1)
+                x = e / denom
+                if b.constraint == "simplex":
+                    x = np.concatenate([x, np.exp(-top) / denom], axis=2)
             blocks[name] = x.reshape((n,) + b.shape)
-            jac_blocks[name] = (jac, col)
-            col += k
-        out = self.join(blocks)
-        J = np.zeros((n, self.size, col))
+        return self.join(blocks)
+
+    def free_jacobian(self, params: np.ndarray, names) -> np.ndarray:
+        """``d params / d theta`` (n_fits, size, n_free(names)) at ``params``, ``theta`` the
+        unconstrained coordinates of :meth:`to_free`: 1 for a real value, ``x`` for a
+        positive one, ``x_i (delta_ij - x_j)`` within a simplex or sub-stochastic row."""
+        blocks = self.split(params)
         index = self.split(np.arange(self.size, dtype=np.float64)[None])
-        for name, (jac, c0) in jac_blocks.items():
-            rows = index[name].reshape(-1).astype(np.int64)
-            J[:, rows, c0:c0 + jac.shape[2]] = jac
-        return out, J
+        n = len(params)
+        J = np.zeros((n, self.size, self.n_free(names)))
+        col = 0
+        for name in self.blocks:
+            if name not in names:
+                continue
+            b = self.blocks[name]
+            where = index[name].reshape(-1).astype(np.int64)
+            x = blocks[name].reshape(n, -1)
+            if b.constraint in ("real", "positive"):
+                d = np.arange(b.size)
+                J[:, where, col + d] = 1.0 if b.constraint == "real" else x
+            else:
+                K = b.shape[-1]
+                F = K - (b.constraint == "simplex")  # free coordinates per row
+                rows = x.reshape(n, -1, K)
+                for r in range(rows.shape[1]):
+                    block = -rows[:, r, :, None] * rows[:, r, None, :F]
+                    block[:, np.arange(F), np.arange(F)] += rows[:, r, :F]
+                    J[:, where[r * K:(r + 1) * K, None], col + r * F + np.arange(F)] = block
+            col += b.n_free
+        return J
 
     def record_columns(self, params: np.ndarray, names) -> dict:
         """Table columns of the blocks ``names`` (sharing a first axis), one row per (fit,
