@@ -172,6 +172,18 @@ def resolve_backend(backend: str) -> str:
     return "cpu"
 
 
+def _read(fam, datasets: Any, M: int, dtype: str, tuning: Tuning, dataset_col: str,
+          value_col: Any, options: dict) -> tuple[list, Any]:
+    """The family's ``(identifier, data)`` pairs and the model of ``M`` components (with
+    ``tuning``) for them; a ValueError if the family has no ``dtype``."""
+    pairs = fam.read(datasets, dataset_col, value_col, options)
+    model = dataclasses.replace(fam.model(pairs, M, options), tuning=tuning)
+    if dtype not in model.dtypes:
+        raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
+                         f"one of {list(model.dtypes)}.")
+    return pairs, model
+
+
 def fit(
     datasets: Any,
     family: str = "invgauss",
@@ -324,11 +336,7 @@ def fit(
         seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
     else:
         seed = _check_int("seed", seed, 0, 2**64 - 1)  # (the starts use it modulo 2^64)
-    pairs = fam.read(datasets, dataset_col, value_col, options)
-    model = dataclasses.replace(fam.model(pairs, M, options), tuning=tuning)
-    if dtype not in model.dtypes:
-        raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
-                         f"one of {list(model.dtypes)}.")
+    pairs, model = _read(fam, datasets, M, dtype, tuning, dataset_col, value_col, options)
     if init_method is None:
         init_method = model.default_init
     if not isinstance(init_method, str) or init_method not in starts.INIT_METHODS:
@@ -467,11 +475,7 @@ def loglik(
     M = _check_int("n_components", n_components, 1)
     dtype = _check_dtype(dtype)
     tuning = check_tuning(tuning)
-    pairs = fam.read(datasets, dataset_col, value_col, options)
-    model = dataclasses.replace(fam.model(pairs, M, options), tuning=tuning)
-    if dtype not in model.dtypes:
-        raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
-                         f"one of {list(model.dtypes)}.")
+    pairs, model = _read(fam, datasets, M, dtype, tuning, dataset_col, value_col, options)
     if len(given) not in (1, len(pairs)):
         raise ValueError(f"params gives {len(given)} parameter sets for {len(pairs)} datasets; "
                          "expected one for all datasets or one per dataset.")

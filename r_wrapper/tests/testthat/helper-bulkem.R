@@ -37,3 +37,10 @@ withr_local_wd <- function(dir, code) {
   on.exit(setwd(old), add = TRUE)
   code
 }
+
+# An AR(1) series with phi = 0.7 observed with noise of sd 0.5 (R's random numbers).
+ar1_noise <- function(n, phi = 0.7) {
+  z <- numeric(n)
+  for (t in 2:n) z[t] <- phi * z[t - 1] + stats::rnorm(1)
+  z + stats::rnorm(n, sd = 0.5)
+}

@@ -65,12 +65,7 @@ test_that("fit_mixture(se = TRUE) adds se_ columns and vcov() their covariances"
 test_that("fit_ssm(se = TRUE) adds a column se to the long components table", {
   skip_if_no_bulkem()
   set.seed(9)
-  ar1 <- function(n, phi = 0.7) {
-    z <- numeric(n)
-    for (t in 2:n) z[t] <- phi * z[t - 1] + stats::rnorm(1)
-    z + stats::rnorm(n, sd = 0.5)
-  }
-  data <- list(a = ar1(200), b = ar1(200))
+  data <- list(a = ar1_noise(200), b = ar1_noise(200))
   fit <- suppressWarnings(
     fit_ssm(data, "ar", order = 1, starts = 2, seed = 4, backend = "cpu", se = TRUE),
     classes = "bulkem_not_converged"

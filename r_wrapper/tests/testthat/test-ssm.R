@@ -1,12 +1,7 @@
 test_that("fit_ssm() fits AR(p) plus noise and local levels to series, as Python", {
   skip_if_no_bulkem()
   set.seed(9)
-  ar1 <- function(n, phi = 0.7) {
-    z <- numeric(n)
-    for (t in 2:n) z[t] <- phi * z[t - 1] + stats::rnorm(1)
-    z + stats::rnorm(n, sd = 0.5)
-  }
-  data <- list(a = list(ar1(150), ar1(120)), b = ar1(200))
+  data <- list(a = list(ar1_noise(150), ar1_noise(120)), b = ar1_noise(200))
   quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
   fit <- quiet(fit_ssm(data, "ar", order = 1, starts = 2, seed = 4, backend = "cpu"))
   expect_s3_class(fit, "bulkem_ssm")
@@ -39,12 +34,7 @@ test_that("fit_ssm() fits AR(p) plus noise and local levels to series, as Python
 test_that("fitted() is the smoothed signal of a dataset's series, residuals() the rest", {
   skip_if_no_bulkem()
   set.seed(9)
-  ar1 <- function(n, phi = 0.7) {
-    z <- numeric(n)
-    for (t in 2:n) z[t] <- phi * z[t - 1] + stats::rnorm(1)
-    z + stats::rnorm(n, sd = 0.5)
-  }
-  data <- list(a = list(ar1(150), ar1(120)), b = ar1(200))
+  data <- list(a = list(ar1_noise(150), ar1_noise(120)), b = ar1_noise(200))
   data$a[[2]][7] <- NA
   quiet <- function(code) suppressWarnings(code, classes = "bulkem_not_converged")
   fit <- quiet(fit_ssm(data, "ar", order = 1, starts = 2, seed = 4, backend = "cpu"))
