@@ -50,7 +50,7 @@ import numba  # noqa: E402
 import bulkem  # noqa: E402
 from bulkem import StateSpace  # noqa: E402
 from bulkem.engines.cpu import kalman as kalman_cpu  # noqa: E402
-from bulkem.ssm import pack_series  # noqa: E402
+from bulkem.models.ssm.linear import pack_series  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from baselines import rates  # noqa: E402

@@ -18,7 +18,7 @@ _LAZY = {  # name -> (module, attribute or None for the module itself)
     "FitResult": (".result", "FitResult"),
     "FAMILIES": (".models", "FAMILIES"),
     "StateSpace": (".models.ssm", "StateSpace"),
-    "kalman_loglik": (".ssm", "kalman_loglik"),
+    "kalman_loglik": (".api", "kalman_loglik"),
     "datasets": (".interop.datasets", None),
     "dask": (".scale.dask", None),  # needs the optional dask extra
 }

@@ -33,6 +33,8 @@ from .tuning import check as check_tuning
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .models.ssm.statespace import StateSpace
+
 BACKENDS = ("auto", "cpu", "cuda")
 _COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
 DTYPES = ("float64", "float32")
@@ -82,6 +84,9 @@ class Job:
     drop_rtol: float
     reg: float
     _kernel_data: tuple | None = field(default=None, repr=False)
+    # An evaluation by the Kalman filter: the time step where each fit's filter stopped
+    # (status NOT_POSITIVE_DEFINITE), else -1.
+    stopped_at: np.ndarray | None = None
 
     @property
     def tuning(self) -> Tuning:
@@ -177,7 +182,9 @@ def _read(fam, datasets: Any, M: int, dtype: str, tuning: Tuning, dataset_col: s
     """The family's ``(identifier, data)`` pairs and the model of ``M`` components (with
     ``tuning``) for them; a ValueError if the family has no ``dtype``."""
     pairs = fam.read(datasets, dataset_col, value_col, options)
-    model = dataclasses.replace(fam.model(pairs, M, options), tuning=tuning)
+    model = fam.model(pairs, M, options)
+    extra = {"range_dtype": dtype} if hasattr(model, "range_dtype") else {}
+    model = dataclasses.replace(model, tuning=tuning, **extra)
     if dtype not in model.dtypes:
         raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
                          f"one of {list(model.dtypes)}.")
@@ -459,7 +466,7 @@ def loglik(
     from .result.base import status_messages
     from .tuning import MAX_ITER
 
-    fam = models.get(family)
+    fam = models.get(family, evaluated=True)
     if isinstance(params, Mapping):
         given = [params]
     elif isinstance(params, Sequence) and not isinstance(params, str) and params and all(
@@ -516,8 +523,167 @@ def loglik(
             status[i] = "failed"
             message[i] = (reasons.get(int(job.status[j]), "")
                           or "the log-likelihood is not a finite number")
+            if job.stopped_at is not None and job.stopped_at[j] >= 0:
+                message[i] += f" (time step {int(job.stopped_at[j])}, 0-based)"
     return pd.DataFrame({"dataset": packed.ids, "n_obs": packed.n_obs, "loglik": ll,
                          "status": status, "message": message})
+
+
+def kalman_loglik(
+    series: Any,
+    model: StateSpace | Sequence[StateSpace],
+    method: str = "exact",
+    window: int | None = None,
+    backend: str = "auto",
+    dtype: str = "float64",
+    report_error: bool = False,
+    *,
+    splash_var: float | None = None,
+    series_col: str = "series",
+    value_col: str | Sequence[str] | None = "value",
+    tuning: Tuning | None = None,
+) -> pd.DataFrame:
+    """Log marginal likelihood ``log p(y_1, ..., y_T)`` of every series under its model.
+
+    :func:`loglik` with ``family="state_space"``, one series per dataset, with the table
+    and messages of a Kalman filter: the engines run
+
+    * ``"exact"``: the sequential Kalman filter, many series at once (a series per CPU
+      task or per GPU thread, as cuML's batched Kalman kernel).  Series of one model
+      without missing values share the covariance recursion, which does not depend on
+      the data: it runs once and each series then runs only the mean recursion (the same
+      arithmetic, so the same numbers).
+    * ``"scan"``: the exact filter made parallel over time by an associative scan
+      (Saerkkae and Garcia-Fernandez 2021), for long series; a batch of one model without
+      missing rows runs the steady-state scan (``models/ssm/scan.py``).
+    * ``"splash"``: the approximation of Lin, Moore and Russell, each step's predictive
+      density from the last ``window`` observations only, started from a broad prior;
+      every step in parallel.
+
+    Parameters
+    ----------
+    series : list of array-like, dict, array-like or pandas.DataFrame
+        A list of arrays, a dict name -> array, one array (one series), or a
+        long DataFrame with a ``series_col`` column and the value column(s).
+        A series is a 1-D array of ``T`` values for a model with
+        ``dim_obs = 1``, else an array of shape ``(T, dim_obs)`` (one 3-D
+        array is a stack of equal-length series).  Series may have different
+        lengths.  NaN marks a missing observation: its update is skipped.
+        With ``dim_obs > 1`` a time step with any NaN is missing as a whole
+        (its other values are ignored).
+    model : StateSpace or sequence of StateSpace
+        One model for every series, or one per series (same dimensions, in
+        the order of ``series``).
+    method : {"exact", "scan", "splash"}
+        "exact": the sequential filter, series in parallel.  "scan": the
+        exact filter parallel over time (for few long series).  "splash":
+        the paper's approximation, each step's predictive density from the
+        last ``window`` observations only.
+    window : int, optional
+        Steps each splash predictive density looks at (``y_{t-window+1} ..
+        y_t``); required by, and only used with, ``method="splash"``.
+    backend : {"auto", "cpu", "cuda"}
+        "auto" uses a usable GPU when there is one, else the CPU.
+    dtype : {"float64", "float32"}
+        Precision of the filter's arithmetic; log-likelihood terms are summed
+        in float64.  float32 loses digits in the covariance recursion: expect
+        relative differences around 1e-5 or worse for long or badly scaled
+        series.
+    report_error : bool, default False
+        With ``method="splash"``, also compute the exact log-likelihood and
+        report both and their difference.
+    splash_var : float, optional
+        Variance of the broad prior ``N(0, splash_var * I)`` that starts each
+        splash window (default ``Tuning.kalman_splash_broad_var`` = 1e6);
+        pick it much larger than the state's variance.
+    series_col, value_col : str
+        Column names for DataFrame input (``value_col=None``: every column
+        but ``series_col``).
+    tuning : bulkem.tuning.Tuning, optional
+        Chunk sizes, threads per block and the splash prior's default variance
+        (:class:`bulkem.tuning.Tuning`; None: the defaults).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per series, in input order: ``series``, ``loglik``, ``n_obs``
+        (observed time steps), ``status`` (``ok``, ``invalid_data``: never
+        evaluated, or ``failed``: an innovation covariance ``H P H^T + R``
+        was not positive definite, or the log-likelihood is not a finite
+        number: data far outside the model's scale, whose log-likelihood
+        is below the range of float numbers, give ``failed`` and say so,
+        never ``ok`` with ``-inf``), ``message`` (why, for the last two);
+        with ``report_error=True`` also ``exact_loglik`` and ``error =
+        loglik - exact_loglik``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For bad arguments (unknown method, a model of other dimensions than
+        the data, ...); a bad series only gets its own status.
+
+    Examples
+    --------
+    >>> import numpy as np, bulkem
+    >>> model = bulkem.StateSpace.ar([0.6, -0.2], sigma2=1.0, obs_var=0.5)
+    >>> ys = [model.simulate(200, rng=k)[:, 0] for k in range(3)]
+    >>> bulkem.kalman_loglik(ys, model, backend="cpu").status.tolist()
+    ['ok', 'ok', 'ok']
+    """
+    import pandas as pd
+
+    from .models.ssm.linear import STATE_SPACE_FAMILY, check_method, outcome
+    from .models.ssm.plan import not_finite, not_positive_definite
+    from .models.ssm.statespace import as_models
+    from .tuning import MAX_ITER, NOT_POSITIVE_DEFINITE
+
+    check_method(method, window, splash_var)
+    dtype = _check_dtype(dtype)
+    if report_error and method != "splash":
+        raise ValueError(f"report_error=True reports the error of method='splash'; got "
+                         f"method={method!r}, which is exact.")
+    models_, one = as_models(model)
+    options = {"method": method, "window": window, "splash_var": splash_var,
+               "dim_obs": models_[0].dim_obs}
+    pairs, lg = _read(STATE_SPACE_FAMILY, series, models_[0].dim_state, dtype,
+                      check_tuning(tuning), series_col, value_col, options)
+    if not one and len(models_) != len(pairs):
+        raise ValueError(f"{len(models_)} models for {len(pairs)} series; expected one model "
+                         "for all series or one per series.")
+    engine = resolve_backend(backend)
+    packed = lg.pack(pairs)
+    rows = lg.rows(models_)
+    valid = packed.valid
+    params = rows[np.zeros(len(valid), np.int64) if one else valid][:, None]
+    n = len(pairs)
+    ll, exact_ll = np.full(n, np.nan), np.full(n, np.nan)
+    status = np.array(["ok" if m is None else "invalid_data" for m in packed.messages],
+                      dtype=object)
+    msg = np.array(["" if m is None else m for m in packed.messages], dtype=object)
+    if len(valid):
+        job = evaluate(lg, packed, params, engine, np.dtype(dtype))
+        ll[valid] = job.loglik
+        for j in np.flatnonzero(job.status != MAX_ITER):
+            i = valid[j]
+            ll[i] = np.nan
+            status[i] = "failed"
+            if job.status[j] == NOT_POSITIVE_DEFINITE:
+                msg[i] = not_positive_definite(int(job.stopped_at[j]))
+                if method != "exact":
+                    msg[i] += " method='exact' may still evaluate it."
+            else:
+                msg[i] = not_finite(job.loglik[j], pairs[i][1], dtype)
+        if report_error:
+            ref = evaluate(dataclasses.replace(lg, method="exact", window=None), packed,
+                           params, engine, np.dtype(dtype))
+            exact_ll[valid] = np.where(outcome(ref.loglik, ref.stopped_at, MAX_ITER)
+                                       == MAX_ITER, ref.loglik, np.nan)
+    cols = {"series": packed.ids, "loglik": ll, "n_obs": packed.n_obs, "status": status,
+            "message": msg}
+    if report_error:
+        cols["exact_loglik"] = exact_ll
+        cols["error"] = ll - exact_ll
+    return pd.DataFrame(cols)
 
 
 def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.dtype) -> Job:
@@ -534,14 +700,12 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
     Job
         Its ``loglik`` and ``status`` (``MAX_ITER`` where evaluated) per (dataset, set).
     """
-    n_sets = params.shape[1]
-    job = make_job(model, packed, n_sets, 0, params[0], dtype, 0, 0.0)
-
     def take(fit_ds, fit_start, out):
         out[:] = params[fit_ds, fit_start]
         return out
 
-    job.start_plan = starts.StartPlan(take)
+    job = make_job(model, packed, params.shape[1], 0, params[0], dtype, 0, 0.0,
+                   plan=starts.StartPlan(take))
     select.run(job, engine, Progress(False, len(job.fit_ds)))
     return job
 
@@ -614,8 +778,9 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
 
 def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray | None,
              dtype: np.dtype, max_iter: int, tol: float, init_method: str = "subset",
-             reg: float = 0.0) -> Job:
-    """The :class:`Job` of every (valid dataset, start) fit of a packed batch."""
+             reg: float = 0.0, plan: starts.StartPlan | None = None) -> Job:
+    """The :class:`Job` of every (valid dataset, start) fit of a packed batch; its starts
+    drawn by ``plan`` (default: the model's)."""
     n_valid = len(packed.valid)
     n_fits, n_params = n_valid * n_starts, model.n_params
     memory.check(n_fits * (2 * n_params * 8 + 32),  # init, params; ids, status, n_iter, loglik
@@ -632,7 +797,8 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
         keys = starts.dataset_keys(data.values, data.value_offsets,
                                    model.tuning.hash_blocked_min_words,
                                    model.tuning.hash_block_words)
-    plan = model.start_plan(data, keys, seed, init_method, user)
+    if plan is None:
+        plan = model.start_plan(data, keys, seed, init_method, user)
     return Job(
         model=model,
         dtype=dtype,

@@ -36,6 +36,9 @@ class Status(IntEnum):
     # Internal, never in the tables: a float32 fit that gave up, to be fitted again in
     # float64 from its start (see bulkem.fitting.driver.make_em).
     REDO_FLOAT64 = 6
+    # An evaluation by the Kalman filter that stopped: an innovation covariance was not
+    # positive definite (``Job.stopped_at`` holds the time step).
+    NOT_POSITIVE_DEFINITE = 7
 
 
 # The codes as plain ints, for compiled code (numba types an IntEnum member apart from int).
@@ -46,6 +49,7 @@ DEGENERATE_PARAM = int(Status.DEGENERATE_PARAM)
 DEGENERATE_COLLAPSE = int(Status.DEGENERATE_COLLAPSE)
 DEGENERATE_DECREASE = int(Status.DEGENERATE_DECREASE)
 REDO_FLOAT64 = int(Status.REDO_FLOAT64)
+NOT_POSITIVE_DEFINITE = int(Status.NOT_POSITIVE_DEFINITE)
 
 LOG_2PI = math.log(2.0 * math.pi)
 WARP_SIZE = 32  # threads of a CUDA warp

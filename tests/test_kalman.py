@@ -174,7 +174,7 @@ def test_exact_paths_and_layouts_agree(kbackend, kt, seed):
         from bulkem.engines.cuda import kalman as engine
     else:
         from bulkem.engines.cpu import kalman as engine
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     rng = np.random.default_rng(seed)
     full = [ar3().simulate(11, rng)[:, 0] for _ in range(6)]
@@ -213,7 +213,7 @@ def test_steady_scan_matches_oracle(kbackend, kt, seed):
     equals the oracle, over several levels, with series shorter than the transient too; it
     steps aside for missing rows, several models, or ``shared=False``."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
@@ -255,7 +255,7 @@ def test_steady_scan_matches_oracle(kbackend, kt, seed):
 def test_scan_long_series_many_levels(seed):
     """One long series, cut small: four levels of the CPU scan."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     m = rw2()
     y = m.simulate(400, seed)
@@ -273,7 +273,7 @@ def test_scan_kept_plan_and_one_level(kbackend, kt, seed):
     gives the same bits, and new chunk settings a new plan with the oracle's numbers; one
     level alone (every series in one chunk) reports no failure where there is none."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     if kbackend == "cuda":
         from bulkem.engines.cuda import kalman as engine
@@ -400,7 +400,7 @@ def test_splash_matches_oracle(kbackend, kt, seed):
         from bulkem.engines.cuda import kalman as engine
     else:
         from bulkem.engines.cpu import kalman as engine
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     a, _, _, _ = _data(seed)
     m = ar3()
@@ -425,7 +425,7 @@ def test_splash_sum_chunks_inside_series(kbackend, kt, seed):
     (missing rows, a one-step series): every path equals the oracle, the CUDA engine
     equals the CPU engine, and a failing first step is reported where it is."""
     from bulkem.engines.cpu import kalman as kalman_cpu
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     kt = kt.replace(kalman_splash_sum_chunk=4, kalman_cuda_threads=8)
     if kbackend == "cuda":

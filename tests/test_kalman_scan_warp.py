@@ -103,7 +103,7 @@ def test_warp_combines_give_the_bits_of_scan_py(seed, nx):
 
 def test_warp_scan_matches_oracle_and_thread_kernels(seed):
     from bulkem.engines.cuda import kalman as kalman_cuda
-    from bulkem.models.ssm.plan import pack_series
+    from bulkem.models.ssm.linear import pack_series
 
     rng = np.random.default_rng(seed)
     exact_state = StateSpace.ar([0.5, -0.3, 0.1], sigma2=1.3, obs_var=0.0, P0=np.zeros((3, 3)))

@@ -3,6 +3,13 @@
 ========================  =================================  ===========================
 strategy                  when                               runs
 ========================  =================================  ===========================
+``exact``, ``scan``,      the Kalman likelihood of a         the sequential filter, a
+``splash``                ``state_space`` model              series per CPU task or GPU
+                          (``method=`` names one)            thread; the filter parallel
+                                                             over time; the windowed
+                                                             approximation
+                                                             (``cpu/kalman.py``,
+                                                             ``cuda/kalman.py``)
 ``many_states``           an HMM of more than                the GPU: a matrix product per
                           ``tuning.hmm_many_states`` states  time step over all sequences
                           on the GPU                         (``cuda/many_states.py``)
@@ -33,7 +40,8 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-STRATEGIES = ("many_states", "large", "wide", "bulk")
+STRATEGIES = ("exact", "scan", "splash", "many_states", "large", "wide", "bulk")
+KALMAN = ("exact", "scan", "splash")
 
 
 def _few_big_fits(job, engine: str, sizes: np.ndarray, min_size: int, max_fits_cuda: int) -> bool:
@@ -96,6 +104,8 @@ def choose(job, engine: str) -> str | None:
     """The strategy that runs ``job``'s fits on ``engine`` ("cpu" or "cuda"); None if no fits."""
     if not len(job.fit_ds):
         return None
+    if job.model.name == "state_space":
+        return job.model.method
     if use_many_states(job, engine):
         return "many_states"
     if use_large(job, engine):
@@ -114,6 +124,10 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
     strategy = choose(job, engine)
     if strategy is None:
         return None
+    if strategy in KALMAN:
+        _filter(job, engine, strategy, on_starts)
+        progress(len(job.fit_ds))
+        return strategy
     if strategy == "bulk":
         if engine == "cuda":
             from .cuda import run_fits
@@ -134,3 +148,27 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
         from .cpu.wide import run_fits
     run_fits(job, progress)
     return strategy
+
+
+def _filter(job, engine: str, strategy: str, on_starts: Callable[[], None] | None) -> None:
+    """The Kalman likelihood of every fit (a series under a parameter set) by ``strategy``:
+    ``job.loglik``, its status and, where the filter stopped, ``job.stopped_at``."""
+    from ..models.ssm.linear import outcome
+    from ..tuning import MAX_ITER
+
+    if engine == "cuda":
+        from .cuda import kalman
+    else:
+        from .cpu import kalman
+    job.start_in_place(on_starts)
+    m, tuning = job.model, job.tuning
+    batch = m.batch(job.data, job.fit_ds, job.params, job.dtype)
+    if strategy == "exact":
+        out = kalman.exact(batch, tuning=tuning)
+    elif strategy == "scan":
+        out = kalman.scan(batch, tuning=tuning)
+    else:
+        out = kalman.splash(batch, int(m.window), m.broad_var, tuning=tuning)
+    job.loglik[:] = out.loglik
+    job.status[:] = outcome(out.loglik, out.fail, MAX_ITER)
+    job.stopped_at = np.asarray(out.fail, dtype=np.int64)

@@ -14,19 +14,31 @@ from .. import kernels  # noqa: F401  (before anything compiles: kernels/cache.p
 from .hmm import HMM
 from .mixture import MIXTURE_FAMILIES, Family, MixtureModel
 from .ssm.family import AR_FAMILY, LOCAL_LEVEL_FAMILY
+from .ssm.linear import STATE_SPACE_FAMILY
 from .tmap import TMAP
 
 FAMILIES: dict = {**MIXTURE_FAMILIES, HMM.name: HMM, TMAP.name: TMAP, AR_FAMILY.name: AR_FAMILY,
                   LOCAL_LEVEL_FAMILY.name: LOCAL_LEVEL_FAMILY}
 
 
-def get(name):
-    """The family called ``name``; raises ValueError naming the known ones."""
-    if not isinstance(name, str) or name not in FAMILIES:
+# Families whose likelihood is evaluated (bulkem.loglik), not fitted: every family of
+# FAMILIES, and the state-space model of given matrices.
+EVALUATED: dict = {**FAMILIES, STATE_SPACE_FAMILY.name: STATE_SPACE_FAMILY}
+
+
+def get(name, evaluated: bool = False):
+    """The family called ``name`` (of :data:`FAMILIES`, or with ``evaluated`` of
+    :data:`EVALUATED`); raises ValueError naming the known ones."""
+    known = EVALUATED if evaluated else FAMILIES
+    if not evaluated and isinstance(name, str) and name in EVALUATED and name not in known:
+        raise ValueError(f"family {name!r} is evaluated, not fitted: bulkem.loglik(data, "
+                         f"{name!r}, params=...) gives its log-likelihood at given parameters. "
+                         "Fit state-space models by EM with family='ar' or 'local_level'.")
+    if not isinstance(name, str) or name not in known:
         raise ValueError(
-            f"unknown family {name!r}; expected one of {sorted(FAMILIES)} (family=)."
+            f"unknown family {name!r}; expected one of {sorted(known)} (family=)."
         )
-    return FAMILIES[name]
+    return known[name]
 
 
-__all__ = ["FAMILIES", "Family", "MixtureModel", "get"]
+__all__ = ["EVALUATED", "FAMILIES", "Family", "MixtureModel", "get"]

@@ -361,13 +361,13 @@ class Layout:
         return cols
 
 
-class Model(ABC):
-    """The contract every model meets: what the API, the engines and the tables read.
+class Likelihood(ABC):
+    """What a model whose likelihood the engines evaluate meets (``bulkem.loglik``).
 
     A model is a frozen dataclass of its sizes (components or states, dimensions, orders)
     and its :class:`~bulkem.tuning.Tuning`; it knows nothing of engines or tables.  The
     abstract methods below are required; the class attributes are defaults a model may
-    override.
+    override.  :class:`Model` adds what an EM fit needs.
     """
 
     name: str  # the family's name, as ``bulkem.fit(family=...)`` takes it
@@ -441,16 +441,32 @@ class Model(ABC):
         return {name: b.shape for name, b in self.params_layout.blocks.items()}
 
     @abstractmethod
+    def pack(self, pairs: list):
+        """``(identifier, data)`` pairs -> a checked, packed batch (``bulkem.data.Packed``)."""
+
+    @abstractmethod
+    def user_starts(self, init) -> object:
+        """User starting values (``bulkem.fit(init=...)``) as rows of parameters."""
+
+    def as_dict(self, params) -> dict:
+        """One fit's parameters as named arrays (``FitResult.params``): its blocks."""
+        return self.params_layout.one(params)
+
+
+class Model(Likelihood):
+    """The contract a model fitted by EM meets: what the API, the engines and the tables read.
+
+    Beyond :class:`Likelihood`: the EM driver's compiled pieces and their sizes, the
+    kernels' data, the random starts and the tables.
+    """
+
+    @abstractmethod
     def sizes(self) -> Sizes:
         """The lengths of one fit's arrays."""
 
     @abstractmethod
     def pieces(self, dtype, target) -> Pieces:
         """The compiled E-step and M-step for a compute dtype and target."""
-
-    @abstractmethod
-    def pack(self, pairs: list):
-        """``(identifier, data)`` pairs -> a checked, packed batch (``bulkem.data.Packed``)."""
 
     @abstractmethod
     def kernel_data(self, data) -> tuple:
@@ -463,10 +479,6 @@ class Model(ABC):
     @abstractmethod
     def start_plan(self, data, keys, seed: int, method: str, user):
         """How the batch's random starts are drawn (a ``fitting.starts.StartPlan``)."""
-
-    @abstractmethod
-    def user_starts(self, init) -> object:
-        """User starting values (``bulkem.fit(init=...)``) as rows of parameters."""
 
     @abstractmethod
     def canonical(self, params):
@@ -483,10 +495,6 @@ class Model(ABC):
     @abstractmethod
     def start_tables(self, dataset, start, init) -> dict:
         """Tables of the starts' values, built before the fits (``start_values``...)."""
-
-    def as_dict(self, params) -> dict:
-        """One fit's parameters as named arrays (``FitResult.params``): its blocks."""
-        return self.params_layout.one(params)
 
 
 def init_blocks(init: Mapping, shapes: dict) -> list[np.ndarray]:

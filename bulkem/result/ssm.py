@@ -64,13 +64,7 @@ class SSMResult(FitResult):
         state_var, obs_var)`` with the stationary prior; local level: ``x_1 ~
         N(level0, state_var)``.
         """
-        from ..models.ssm import StateSpace
-
-        p = self.params(dataset)
-        if self._model.family == "ar":
-            return StateSpace.ar(p["phi"], p["state_var"], p["obs_var"])
-        return StateSpace([[1.0]], [[1.0]], [[p["state_var"]]], [[p["obs_var"]]],
-                          [p["level0"]], [[p["state_var"]]])
+        return self._model.state_space(self.params(dataset))
 
     def _series(self, dataset: Any, series: Any) -> np.ndarray:
         if isinstance(series, (int, np.integer)) and not isinstance(series, bool):
@@ -163,7 +157,8 @@ class SSMResult(FitResult):
             which series and why).
         """
         from ..engines.cpu import kalman as kalman_cpu
-        from ..models.ssm.plan import not_finite, not_positive_definite, pack_series
+        from ..models.ssm.linear import pack_series
+        from ..models.ssm.plan import not_finite, not_positive_definite
 
         many = isinstance(series, (list, tuple)) and len(series) and not np.isscalar(series[0])
         ys = [self._new(s) for s in series] if many else [self._new(series)]

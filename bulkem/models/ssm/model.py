@@ -15,6 +15,7 @@ from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
 from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
 from .em import AR, LOCAL_LEVEL, EMLayout, make_pieces
+from .statespace import StateSpace
 
 
 def ar_radius(phi: np.ndarray) -> np.ndarray:
@@ -243,6 +244,15 @@ class SSMModel(Model):
                     "is the stationary law, which such coefficients do not have. Pass "
                     "stationary coefficients, or use family='local_level' for a random walk.")
         return self.params_layout.join(blocks)
+
+    def state_space(self, params: Mapping) -> StateSpace:
+        """One fit's parameters (``as_dict``) as the :class:`StateSpace` of
+        ``family="state_space"``: AR, ``StateSpace.ar(phi, state_var, obs_var)`` with the
+        stationary prior; local level, ``x_1 ~ N(level0, state_var)``."""
+        if self.family == AR:
+            return StateSpace.ar(params["phi"], params["state_var"], params["obs_var"])
+        return StateSpace([[1.0]], [[1.0]], [[params["state_var"]]], [[params["obs_var"]]],
+                          [params["level0"]], [[params["state_var"]]])
 
     # --- tables ---------------------------------------------------------------------------
 

@@ -22,12 +22,12 @@ after it), so it is never computed, at any level.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from .statespace import ModelArrays, StateSpace, stack
+from .statespace import ModelArrays
 
 
 class LoglikOut(NamedTuple):
@@ -286,75 +286,6 @@ def steady_matrices(A: np.ndarray, chunk0: int, chunk: int, n_levels: int, dtype
         out[li] = M.reshape(-1)
         M = np.linalg.matrix_power(M, int(chunk))
     return np.ascontiguousarray(out, dtype=dtype)
-
-
-def pack_series(pairs: list[tuple[Any, np.ndarray]], models: list[StateSpace], one: bool,
-                dtype) -> tuple[SeriesBatch, list, np.ndarray]:
-    """Check every series and pack the valid ones for the engines.
-
-    Parameters
-    ----------
-    pairs : list of (identifier, ndarray of shape (T, dim_obs))
-    models : list of StateSpace
-        One model, or one per series (``one`` False).
-    dtype : numpy dtype
-        The engines' compute dtype.
-
-    Returns
-    -------
-    batch : SeriesBatch
-        The valid series, in input order.
-    messages : list of str or None
-        Why each series cannot be evaluated (None: valid).
-    n_obs : ndarray of shape (n_series,)
-        Observed (not missing) time steps of every series.
-    """
-    ny = models[0].dim_obs
-    lengths = np.array([len(v) for _, v in pairs], dtype=np.int64)
-    offsets = np.zeros(len(pairs) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    # One pass over all values (not a few small NumPy calls per series: 100,000 series).
-    if len(pairs) > 1:  # (into a ready array: measured 20x faster for 50,000 series)
-        values = np.empty((int(offsets[-1]), ny))
-        np.concatenate([v for _, v in pairs], out=values)
-    else:
-        values = pairs[0][1].reshape(-1, ny)
-
-    n_missing, n_inf = series_counts(values, offsets)
-    messages = []
-    for n, n_m, n_i in zip(lengths.tolist(), n_missing.tolist(), n_inf.tolist(), strict=True):
-        if n == 0:
-            messages.append("too short: 0 time steps (at least 1 needed)")
-        elif n_i:
-            messages.append(f"{n_i} of {n * ny} values are infinite; expected finite numbers, "
-                            "or NaN for a missing observation")
-        elif n_m == n:
-            messages.append(f"all {n} time steps are missing (NaN)")
-        else:
-            messages.append(None)
-    if np.dtype(dtype) != np.float64:  # finite values that the compute dtype cannot hold
-        lim = float(np.finfo(dtype).max)
-        with np.errstate(invalid="ignore"):
-            over = np.abs(values).max(axis=1) > lim
-        if over.any():
-            counts = np.bincount(np.repeat(np.arange(len(pairs)), lengths)[over],
-                                 minlength=len(pairs))
-            for i in np.flatnonzero(counts):
-                if messages[i] is None:
-                    messages[i] = (f"{counts[i]} of {lengths[i]} time steps hold values beyond "
-                                   f"{np.dtype(dtype).name}'s range (|y| > {lim:.3g}); use "
-                                   "dtype='float64', or rescale the series and the model")
-    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
-    if len(valid) < len(pairs):
-        keep = np.repeat(np.isin(np.arange(len(pairs)), valid), lengths)
-        values = values[keep]
-    sub = np.zeros(len(valid) + 1, dtype=np.int64)
-    np.cumsum(lengths[valid], out=sub[1:])
-    y = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
-    model_idx = np.zeros(len(valid), dtype=np.int64) if one else valid
-    md = stack(models).astype(dtype)
-    batch = SeriesBatch(y, sub, model_idx, md, n_missing[valid] > 0)
-    return batch, messages, lengths - n_missing
 
 
 def not_finite(loglik: float, y: np.ndarray, dtype: str) -> str:

@@ -21,7 +21,7 @@ definite; a series where it is not gets status ``failed``.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ DENSE = 0
 IDENTITY = 1  # F = I (random walks)
 COMPANION = 2  # F = [phi^T; I 0] (AR(p) in companion form)
 KIND_NAMES = {DENSE: "dense", IDENTITY: "identity", COMPANION: "companion"}
+BLOCKS = ("F", "H", "Q", "R", "m0", "P0")  # the parameter blocks, in parameter order
 
 
 def _matrix(name: str, value: Any, shape: tuple[int, int], hint: str) -> np.ndarray:
@@ -122,8 +123,11 @@ def transition_kind(F: np.ndarray) -> int:
     return DENSE
 
 
-class StateSpace:
+class StateSpace(Mapping):
     """A linear-Gaussian state-space model (see the module docstring for the equations).
+
+    It is the parameter set of ``family="state_space"``: a read-only dict of the blocks
+    ``F, H, Q, R, m0, P0`` (``bulkem.loglik(series, "state_space", params=model)``).
 
     Parameters
     ----------
@@ -286,6 +290,22 @@ class StateSpace:
             x = self.F @ x + w[t]
         return y
 
+    # -- the parameter blocks, as a read-only dict --------------------------------------------
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in BLOCKS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self):
+        return iter(BLOCKS)
+
+    def __len__(self) -> int:
+        return len(BLOCKS)
+
+    __eq__ = object.__eq__  # (not Mapping's: arrays compare element-wise)
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return (f"StateSpace(dim_state={self.dim_state}, dim_obs={self.dim_obs}, "
                 f"F={KIND_NAMES[self.kind]})")
@@ -318,12 +338,6 @@ class ModelArrays:
     ny: int
     kind: int
 
-    def astype(self, dtype) -> ModelArrays:
-        """The same models in another float dtype (the engines' compute dtype)."""
-        conv = [np.ascontiguousarray(a, dtype=dtype)
-                for a in (self.F, self.H, self.Q, self.R, self.m0, self.P0)]
-        return ModelArrays(*conv, self.nx, self.ny, self.kind)
-
 
 def as_models(model: StateSpace | Sequence[StateSpace]) -> tuple[list[StateSpace], bool]:
     """``model`` as a list, and whether it was one model for all series."""
@@ -343,16 +357,3 @@ def as_models(model: StateSpace | Sequence[StateSpace]) -> tuple[list[StateSpace
         return models, False
     raise TypeError(f"model is a {type(model).__name__}; expected a bulkem.StateSpace or a "
                     "non-empty sequence of them (one per series).")
-
-
-def stack(models: Sequence[StateSpace]) -> ModelArrays:
-    """Flatten models of the same dimensions into :class:`ModelArrays`."""
-    kinds = {m.kind for m in models}
-    kind = kinds.pop() if len(kinds) == 1 else DENSE
-
-    def rows(name):
-        return np.ascontiguousarray(np.stack([getattr(m, name).reshape(-1) for m in models]))
-
-    m = models[0]
-    return ModelArrays(rows("F"), rows("H"), rows("Q"), rows("R"), rows("m0"), rows("P0"),
-                       m.dim_state, m.dim_obs, kind)
