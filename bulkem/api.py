@@ -84,6 +84,9 @@ class Job:
     drop_rtol: float
     reg: float
     _kernel_data: tuple | None = field(default=None, repr=False)
+    # Observations of each valid dataset (``Packed.n_obs``: a state-space series' observed
+    # steps, less than its length where some are missing).
+    n_obs: np.ndarray | None = None
     # An evaluation by the Kalman filter: the time step where each fit's filter stopped
     # (status NOT_POSITIVE_DEFINITE), else -1.
     stopped_at: np.ndarray | None = None
@@ -815,4 +818,5 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
         tol=tol,
         drop_rtol=model.tuning.decrease_rtol[dtype.name],
         reg=reg,
+        n_obs=packed.n_obs[packed.valid],
     )

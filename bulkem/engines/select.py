@@ -160,9 +160,12 @@ def _filter(job, engine: str, strategy: str, on_starts: Callable[[], None] | Non
         from .cuda import kalman
     else:
         from .cpu import kalman
-    job.start_in_place(on_starts)
+    job.draw_starts()
+    job.params = job.init  # evaluated at its parameters: the "fitted" ones (no copy)
+    if on_starts is not None:
+        on_starts()
     m, tuning = job.model, job.tuning
-    batch = m.batch(job.data, job.fit_ds, job.params, job.dtype)
+    batch = m.batch(job.data, job.fit_ds, job.init, job.dtype, job.n_obs)
     if strategy == "exact":
         out = kalman.exact(batch, tuning=tuning)
     elif strategy == "scan":

@@ -189,22 +189,27 @@ class LinearGaussian(Likelihood):
         return Packed([k for k, _ in pairs], lengths - n_missing, messages, valid,
                       Ragged.flat(values, sub))
 
-    def batch(self, data: Ragged, fit_ds: np.ndarray, params: np.ndarray,
-              dtype) -> SeriesBatch:
+    def batch(self, data: Ragged, fit_ds: np.ndarray, params: np.ndarray, dtype,
+              n_obs: np.ndarray | None = None) -> SeriesBatch:
         """The engines' batch of the fits ``(fit_ds[j], params[j])``: the series of each
         fit's dataset under its parameters, in ``dtype``.  Fits that all have one parameter
-        set share one model (and may share its covariance recursion)."""
+        set share one model (and may share its covariance recursion).  ``n_obs``, the
+        observed steps of each dataset (``Packed.n_obs``), saves a pass over the values."""
         if len(fit_ds) != data.n_datasets or not np.array_equal(
                 fit_ds, np.arange(data.n_datasets)):
             data = data.take(fit_ds)
+            n_obs = None if n_obs is None else n_obs[fit_ds]
         params = np.asarray(params, dtype=np.float64)
         one = len(params) <= 1 or bool((params == params[0]).all())
         md = self.arrays(params[:1] if one else params, dtype)
         model_idx = (np.zeros(len(params), dtype=np.int64) if one
                      else np.arange(len(params), dtype=np.int64))
         y = np.ascontiguousarray(data.values, dtype=dtype).reshape(-1)
-        has_missing = series_counts(data.values.reshape(len(data.values), -1),
-                                    data.units)[0] > 0
+        if n_obs is None:
+            has_missing = series_counts(data.values.reshape(len(data.values), -1),
+                                        data.units)[0] > 0
+        else:
+            has_missing = np.asarray(n_obs) < np.diff(data.units)
         return SeriesBatch(y, data.units, model_idx, md, has_missing)
 
 
@@ -218,7 +223,8 @@ def pack_series(pairs: list[tuple[Any, np.ndarray]], models: list[StateSpace], o
     packed = m.pack(pairs)
     rows = m.rows(models)
     params = rows[np.zeros(len(packed.valid), np.int64) if one else packed.valid]
-    batch = m.batch(packed.data, np.arange(len(packed.valid)), params, dtype)
+    batch = m.batch(packed.data, np.arange(len(packed.valid)), params, dtype,
+                    packed.n_obs[packed.valid])
     return batch, packed.messages, packed.n_obs
 
 
