@@ -573,3 +573,29 @@ def test_ar_stationary_prior():
     gamma = arma_acovf(np.r_[1, -np.array(phi)], [1.0], nobs=3, sigma2=1.3)
     np.testing.assert_allclose(m.P0, gamma[np.abs(np.subtract.outer(range(3), range(3)))],
                                rtol=1e-10)
+
+
+def test_one_array_of_equal_length_series_is_read_whole(seed):
+    """``(n_series, T)`` and ``(n_series, T, dim_obs)`` arrays: packed at once (no Python
+    object per series), the same numbers and statuses as the list of their rows."""
+    rng = np.random.default_rng(seed)
+    m = ar3()
+    arr = np.stack([m.simulate(9, rng)[:, 0] for _ in range(4)])
+    arr[1, 3] = np.nan
+    arr[2] = np.nan
+    arr[3, 0] = np.inf
+    as_list = bulkem.kalman_loglik(list(arr), m, backend="cpu")
+    whole = bulkem.kalman_loglik(arr, m, backend="cpu")
+    pd.testing.assert_frame_equal(whole, as_list)
+    assert whole.status.tolist() == ["ok", "ok", "invalid_data", "invalid_data"]
+    with pytest.warns(UserWarning, match="2 of 4 datasets are invalid"):
+        gen = bulkem.loglik(arr, "state_space", m, dim_obs=1, backend="cpu")
+    assert np.array_equal(gen.loglik, whole.loglik, equal_nan=True)
+    with pytest.raises(ValueError, match="Pass dim_obs=1"):
+        bulkem.loglik(arr, "state_space", m, backend="cpu")
+    r = rw2()
+    stack = np.stack([r.simulate(6, rng) for _ in range(3)])
+    assert np.array_equal(bulkem.kalman_loglik(stack, r, backend="cpu").loglik,
+                          bulkem.kalman_loglik(list(stack), r, backend="cpu").loglik)
+    with pytest.raises(ValueError, match="dim_obs = 2"):
+        bulkem.kalman_loglik(arr, r, backend="cpu")

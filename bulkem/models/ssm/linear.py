@@ -30,6 +30,25 @@ from .statespace import BLOCKS, DENSE, ModelArrays, StateSpace, transition_kind
 METHODS = ("exact", "scan", "splash")
 
 
+class SeriesStack(Sequence):
+    """Equal-length series given as one array, read without a Python object per series.
+
+    ``values`` has shape ``(n_series, T, dim_obs)``; item ``i`` is the pair ``(i,
+    values[i])`` that a list of series would give (``pack`` packs the whole array at once).
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return (int(i) if i >= 0 else len(self) + int(i), self.values[i])
+
+
 @dataclass(frozen=True)
 class LinearGaussian(Likelihood):
     """A linear-Gaussian state-space model evaluated by the Kalman filter.
@@ -147,47 +166,53 @@ class LinearGaussian(Likelihood):
         (not a few NumPy calls per series: 100,000 series).
         """
         ny = self.dim_obs
-        lengths = np.array([len(v) for _, v in pairs], dtype=np.int64)
-        offsets = np.zeros(len(pairs) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if len(pairs) > 1:  # (into a ready array: measured 20x faster for 50,000 series)
-            values = np.empty((int(offsets[-1]), ny))
-            np.concatenate([v for _, v in pairs], out=values)
+        if isinstance(pairs, SeriesStack):  # one array: a view, no copy per series
+            n, T = pairs.values.shape[:2]
+            lengths = np.full(n, T, dtype=np.int64)
+            values = np.ascontiguousarray(pairs.values, dtype=np.float64).reshape(n * T, ny)
+            ids = list(range(n))
         else:
-            values = np.asarray(pairs[0][1], dtype=np.float64).reshape(-1, ny)
-        n_missing, n_inf = series_counts(values, offsets)
-        messages = []
-        for n, n_m, n_i in zip(lengths.tolist(), n_missing.tolist(), n_inf.tolist(),
-                               strict=True):
-            if n == 0:
-                messages.append("too short: 0 time steps (at least 1 needed)")
-            elif n_i:
-                messages.append(f"{n_i} of {n * ny} values are infinite; expected finite "
-                                "numbers, or NaN for a missing observation")
-            elif n_m == n:
-                messages.append(f"all {n} time steps are missing (NaN)")
+            lengths = np.array([len(v) for _, v in pairs], dtype=np.int64)
+            total = int(lengths.sum())
+            if len(pairs) > 1:  # (into a ready array: measured 20x faster for 50,000 series)
+                values = np.empty((total, ny))
+                np.concatenate([v for _, v in pairs], out=values)
             else:
-                messages.append(None)
+                values = np.asarray(pairs[0][1], dtype=np.float64).reshape(-1, ny)
+            ids = [k for k, _ in pairs]
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        n_missing, n_inf = series_counts(values, offsets)
+        messages: list = [None] * len(lengths)
+        for i in np.flatnonzero((lengths == 0) | (n_inf > 0) | (n_missing == lengths)):
+            n, n_i = int(lengths[i]), int(n_inf[i])
+            if n == 0:
+                messages[i] = "too short: 0 time steps (at least 1 needed)"
+            elif n_i:
+                messages[i] = (f"{n_i} of {n * ny} values are infinite; expected finite "
+                               "numbers, or NaN for a missing observation")
+            else:
+                messages[i] = f"all {n} time steps are missing (NaN)"
         dtype = np.dtype(self.range_dtype)
         if dtype != np.float64:  # finite values that the compute dtype cannot hold
             lim = float(np.finfo(dtype).max)
             with np.errstate(invalid="ignore"):
                 over = np.abs(values).max(axis=1) > lim
             if over.any():
-                counts = np.bincount(np.repeat(np.arange(len(pairs)), lengths)[over],
-                                     minlength=len(pairs))
+                counts = np.bincount(np.repeat(np.arange(len(lengths)), lengths)[over],
+                                     minlength=len(lengths))
                 for i in np.flatnonzero(counts):
                     if messages[i] is None:
                         messages[i] = (f"{counts[i]} of {lengths[i]} time steps hold values "
                                        f"beyond {dtype.name}'s range (|y| > {lim:.3g}); use "
                                        "dtype='float64', or rescale the series and the model")
-        valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
-        if len(valid) < len(pairs):
-            values = values[np.repeat(np.isin(np.arange(len(pairs)), valid), lengths)]
+        ok = np.array([m is None for m in messages], dtype=bool)
+        valid = np.flatnonzero(ok).astype(np.int64)
+        if len(valid) < len(lengths):
+            values = values[np.repeat(ok, lengths)]
         sub = np.zeros(len(valid) + 1, dtype=np.int64)
         np.cumsum(lengths[valid], out=sub[1:])
-        return Packed([k for k, _ in pairs], lengths - n_missing, messages, valid,
-                      Ragged.flat(values, sub))
+        return Packed(ids, lengths - n_missing, messages, valid, Ragged.flat(values, sub))
 
     def batch(self, data: Ragged, fit_ds: np.ndarray, params: np.ndarray, dtype,
               n_obs: np.ndarray | None = None) -> SeriesBatch:
@@ -242,21 +267,25 @@ class StateSpaceFamily:
     """``family="state_space"`` of :func:`bulkem.loglik`: read series, build the model.
 
     A dataset is one series: a 1-D array of ``T`` values (``dim_obs = 1``) or an array of
-    shape ``(T, dim_obs)`` (one 3-D array is a stack of equal-length series); NaN marks a
-    missing observation.  ``n_components`` is the state's dimension (``F``'s).  Options:
-    ``method`` ("exact", "scan", "splash"), ``window`` and ``splash_var`` (splash).
+    shape ``(T, dim_obs)``; NaN marks a missing observation.  Equal-length series may come
+    as one array, read without a Python object per series: ``(n_series, T)`` for
+    ``dim_obs = 1`` (a ``(T, 1)`` array is one series), ``(n_series, T, dim_obs)``.
+    ``n_components`` is the state's dimension (``F``'s).  Options: ``method`` ("exact",
+    "scan", "splash"), ``window`` and ``splash_var`` (splash), ``dim_obs`` (read a 2-D array
+    as ``(n_series, T)`` with ``dim_obs=1``).
     """
 
     name = "state_space"
     options = ("method", "window", "splash_var", "dim_obs")
 
     def read(self, series: Any, dataset_col: str, value_col: str | Sequence[str] | None,
-             options: dict) -> list[tuple[Any, np.ndarray]]:
-        """Any accepted input form -> ``(identifier, array of shape (T, dim_obs))`` pairs."""
+             options: dict) -> Sequence[tuple[Any, np.ndarray]]:
+        """Any accepted input form -> ``(identifier, array of shape (T, dim_obs))`` pairs
+        (a :class:`SeriesStack` for one array of equal-length series)."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise TypeError(f"unexpected keyword argument(s) {unknown} for family="
-                            f"'state_space'; it takes {list(self.options[:3])}.")
+                            f"'state_space'; it takes {list(self.options)}.")
         check_method(options.get("method", "exact"), options.get("window"),
                      options.get("splash_var"))
         ny = options.get("dim_obs")
@@ -265,6 +294,24 @@ class StateSpaceFamily:
                 f"DataFrame input has columns {list(series.columns)}; expected a "
                 f"{dataset_col!r} column naming the series of each row. Pass series_col= "
                 "(dataset_col= for bulkem.loglik) to name another.")
+        if (ny is None and isinstance(series, np.ndarray) and series.ndim == 2
+                and series.shape[1] != 1):
+            raise ValueError(
+                f"series is a 2-D array of shape {series.shape}: {series.shape[0]} series of "
+                f"{series.shape[1]} steps, or one series of {series.shape[1]} values per step? "
+                "Pass dim_obs=1 for the former, a 3-D array (1, n_steps, dim_obs) for the "
+                "latter.")
+        if isinstance(series, np.ndarray) and series.dtype.kind in "biuf" and (
+                series.ndim == 3 or (series.ndim == 2 and series.shape[1] != 1 and ny == 1)):
+            stack = series if series.ndim == 3 else series[:, :, None]
+            if ny is not None and stack.shape[2] != ny:
+                raise ValueError(
+                    f"series is an array of shape {series.shape}: {stack.shape[2]} values per "
+                    f"time step, but the model observes dim_obs = {ny}; pass an array of "
+                    f"shape (n_series, n_steps, {ny}).")
+            if not stack.shape[0]:
+                raise ValueError("series is an array with 0 series; expected at least one.")
+            return SeriesStack(stack)
         pairs = as_datasets(series, ndim=1 if ny == 1 else 2, dataset_col=dataset_col,
                             value_col=value_col)
         out = []
@@ -278,9 +325,11 @@ class StateSpaceFamily:
             out.append((k, v))
         return out
 
-    def model(self, pairs: list, n_components: int, options: dict) -> LinearGaussian:
+    def model(self, pairs: Sequence, n_components: int, options: dict) -> LinearGaussian:
         """The :class:`LinearGaussian` model of ``n_components`` states for these series."""
-        return LinearGaussian(int(n_components), int(pairs[0][1].shape[1]),
+        dim_obs = (pairs.values.shape[2] if isinstance(pairs, SeriesStack)
+                   else pairs[0][1].shape[1])
+        return LinearGaussian(int(n_components), int(dim_obs),
                               options.get("method", "exact"), options.get("window"),
                               options.get("splash_var"))
 
