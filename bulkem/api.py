@@ -87,6 +87,9 @@ class Job:
     # Observations of each valid dataset (``Packed.n_obs``: a state-space series' observed
     # steps, less than its length where some are missing).
     n_obs: np.ndarray | None = None
+    # An evaluation at the same parameter sets for every dataset: those sets (n_sets,
+    # n_params); the fits' ``init`` then holds the same rows.
+    common_params: np.ndarray | None = None
     # An evaluation by the Kalman filter: the time step where each fit's filter stopped
     # (status NOT_POSITIVE_DEFINITE), else -1.
     stopped_at: np.ndarray | None = None
@@ -511,8 +514,8 @@ def loglik(
     if n_bad:
         warnings.warn(f"{n_bad} of {len(packed.ids)} datasets are invalid and were not "
                       "evaluated; see the status and message columns.", stacklevel=2)
-    per_dataset = rows if len(rows) == len(pairs) else np.repeat(rows[:1], len(pairs), axis=0)
-    job = evaluate(model, packed, per_dataset[packed.valid][:, None], engine, np.dtype(dtype))
+    given_rows = rows[packed.valid] if len(rows) == len(pairs) > 1 else rows[:1]
+    job = evaluate(model, packed, given_rows[:, None], engine, np.dtype(dtype))
     n = len(packed.ids)
     ll = np.full(n, np.nan)
     status = np.array(["ok" if m is None else "invalid_data" for m in packed.messages],
@@ -657,12 +660,14 @@ def kalman_loglik(
     packed = lg.pack(pairs)
     rows = lg.rows(models_)
     valid = packed.valid
-    params = rows[np.zeros(len(valid), np.int64) if one else valid][:, None]
+    params = (rows[:1] if one else rows[valid])[:, None]
     n = len(pairs)
     ll, exact_ll = np.full(n, np.nan), np.full(n, np.nan)
-    status = np.array(["ok" if m is None else "invalid_data" for m in packed.messages],
-                      dtype=object)
-    msg = np.array(["" if m is None else m for m in packed.messages], dtype=object)
+    status = np.full(n, "invalid_data", dtype=object)
+    status[valid] = "ok"
+    msg = np.full(n, "", dtype=object)
+    for i in np.flatnonzero(status == "invalid_data"):
+        msg[i] = packed.messages[i]
     if len(valid):
         job = evaluate(lg, packed, params, engine, np.dtype(dtype))
         ll[valid] = job.loglik
@@ -695,20 +700,25 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
 
     Parameters
     ----------
-    params : ndarray of shape (n_valid, n_sets, n_params)
-        Parameter sets of each valid dataset (the job's starts).
+    params : ndarray of shape (n_valid, n_sets, n_params) or (1, n_sets, n_params)
+        Parameter sets of each valid dataset (the job's starts), or the same sets for every
+        dataset (``Job.common_params``: a strategy may then skip the per-fit copies).
 
     Returns
     -------
     Job
         Its ``loglik`` and ``status`` (``MAX_ITER`` where evaluated) per (dataset, set).
     """
+    common = len(params) == 1
+
     def take(fit_ds, fit_start, out):
-        out[:] = params[fit_ds, fit_start]
+        out[:] = params[0, fit_start] if common else params[fit_ds, fit_start]
         return out
 
     job = make_job(model, packed, params.shape[1], 0, params[0], dtype, 0, 0.0,
                    plan=starts.StartPlan(take))
+    if common:
+        job.common_params = params[0]
     select.run(job, engine, Progress(False, len(job.fit_ds)))
     return job
 

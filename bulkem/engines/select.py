@@ -160,12 +160,16 @@ def _filter(job, engine: str, strategy: str, on_starts: Callable[[], None] | Non
         from .cuda import kalman
     else:
         from .cpu import kalman
-    job.draw_starts()
-    job.params = job.init  # evaluated at its parameters: the "fitted" ones (no copy)
+    m, tuning = job.model, job.tuning
+    if job.common_params is not None and len(job.common_params) == 1:
+        rows = job.common_params  # one parameter set for every series: no per-fit copies
+        job.init = job.params = np.broadcast_to(rows, (len(job.fit_ds), rows.shape[1]))
+    else:
+        job.draw_starts()
+        rows = job.params = job.init  # evaluated at its parameters: the "fitted" ones
     if on_starts is not None:
         on_starts()
-    m, tuning = job.model, job.tuning
-    batch = m.batch(job.data, job.fit_ds, job.init, job.dtype, job.n_obs)
+    batch = m.batch(job.data, job.fit_ds, rows, job.dtype, job.n_obs)
     if strategy == "exact":
         out = kalman.exact(batch, tuning=tuning)
     elif strategy == "scan":

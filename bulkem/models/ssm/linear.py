@@ -227,8 +227,8 @@ class LinearGaussian(Likelihood):
         params = np.asarray(params, dtype=np.float64)
         one = len(params) <= 1 or bool((params == params[0]).all())
         md = self.arrays(params[:1] if one else params, dtype)
-        model_idx = (np.zeros(len(params), dtype=np.int64) if one
-                     else np.arange(len(params), dtype=np.int64))
+        model_idx = (np.zeros(len(fit_ds), dtype=np.int64) if one
+                     else np.arange(len(fit_ds), dtype=np.int64))
         y = np.ascontiguousarray(data.values, dtype=dtype).reshape(-1)
         if n_obs is None:
             has_missing = series_counts(data.values.reshape(len(data.values), -1),

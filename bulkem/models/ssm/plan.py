@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .statespace import ModelArrays
 
@@ -154,14 +154,26 @@ def chunk0_for(total_steps: int, minimum: int, target_chunks: int) -> int:
     return max(int(minimum), -(-int(total_steps) // max(int(target_chunks), 1)))
 
 
-@njit(cache=True, nogil=True)
+# Values from which series_counts runs over the series on every core instead of first
+# summing them in one thread (100,000 series x 1,000 steps: the sum alone ~50 ms).
+PARALLEL_COUNT_MIN = 1 << 20
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc"})
 def _series_counts(values, offsets, n_missing, n_inf):
-    for s in range(len(offsets) - 1):
+    flat = values.reshape(-1)
+    ny = values.shape[1]
+    for s in prange(len(offsets) - 1):
+        acc = 0.0  # a finite sum: no NaN, no infinity (a vectorised pass; "reassoc" only)
+        for i in range(offsets[s] * ny, offsets[s + 1] * ny):
+            acc += flat[i]
+        if acc - acc == 0.0:
+            continue
         miss = 0
         inf = 0
         for t in range(offsets[s], offsets[s + 1]):
             row_nan = False
-            for a in range(values.shape[1]):
+            for a in range(ny):
                 v = values[t, a]
                 if v != v:
                     row_nan = True
@@ -181,9 +193,11 @@ def series_counts(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, 
     n = len(offsets) - 1
     n_missing = np.zeros(n, dtype=np.int64)
     n_inf = np.zeros(n, dtype=np.int64)
-    with np.errstate(invalid="ignore", over="ignore"):  # (R's NA is a signalling NaN)
-        if np.isfinite(values.sum()):  # one vectorised pass: no NaN, no infinity anywhere
-            return n_missing, n_inf
+    if n < 2 or values.size < PARALLEL_COUNT_MIN:  # else the series in parallel, one pass
+        with np.errstate(invalid="ignore", over="ignore"):  # (R's NA is a signalling NaN)
+            if np.isfinite(values.sum()):  # one vectorised pass: no NaN, no infinity anywhere
+                return n_missing, n_inf
+    values = np.ascontiguousarray(values)
     _series_counts(values, np.asarray(offsets, dtype=np.int64), n_missing, n_inf)
     return n_missing, n_inf
 
