@@ -237,6 +237,9 @@ class Tuning:
     # calls (page-locking and device allocation are slow).
     cuda_pinned_max_bytes: int = 64 << 20
     cuda_pinned_pool: int = 8
+    # Host threads that copy a large array into page-locked buffers on its way to the GPU
+    # (engines/cuda/buffers.upload; 0: one per core).
+    host_copy_threads: int = 0
 
     # A mixture batch runs in the large regime (bulkem.engines.select.use_large;
     # engines/cpu/large.py, engines/cuda/large.py: each fit spread over the whole

@@ -599,3 +599,21 @@ def test_one_array_of_equal_length_series_is_read_whole(seed):
                           bulkem.kalman_loglik(list(stack), r, backend="cpu").loglik)
     with pytest.raises(ValueError, match="dim_obs = 2"):
         bulkem.kalman_loglik(arr, r, backend="cpu")
+
+
+@pytest.mark.cuda
+def test_large_batches_reach_the_gpu_in_chunks_through_page_locked_buffers(seed):
+    """``buffers.upload``: the series in chunks of ``cuda_pinned_max_bytes`` through two
+    page-locked buffers, several host threads per chunk: the numbers of one copy."""
+    from bulkem.engines.cuda.buffers import upload
+
+    rng = np.random.default_rng(seed)
+    m = ar3()
+    ys = [m.simulate(int(n), rng)[:, 0] for n in rng.integers(5, 30, 9)]
+    want = bulkem.kalman_loglik(ys, m, backend="cpu")
+    small = KT.replace(cuda_pinned_max_bytes=64, host_copy_threads=3)  # 8 values a chunk
+    got = bulkem.kalman_loglik(ys, m, backend="cuda", tuning=small)
+    assert_rel(got.loglik, want.loglik)
+    x = rng.normal(size=(1 << 20) + 5)  # large enough for the threaded copy
+    back = upload(x, Tuning(cuda_pinned_max_bytes=1 << 19, host_copy_threads=3)).copy_to_host()
+    assert np.array_equal(back, x)

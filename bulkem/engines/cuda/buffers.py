@@ -94,3 +94,62 @@ def give(bufs: Buffers, tuning) -> None:
             free.pop(min(range(len(free)), key=lambda k: len(free[k])))
 
 
+
+
+_copiers: list = []  # one thread pool for the host copies of every upload
+
+
+def _copy(src: np.ndarray, dst: np.ndarray, threads: int) -> None:
+    """``dst[:] = src`` (1-D) on ``threads`` host threads (numpy copies without the GIL)."""
+    n = len(src)
+    if threads <= 1 or n < (1 << 20):
+        dst[:] = src
+        return
+    if not _copiers:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _pool_lock:
+            if not _copiers:
+                _copiers.append(ThreadPoolExecutor(threads, thread_name_prefix="bulkem-copy"))
+    cuts = np.linspace(0, n, threads + 1).astype(np.int64)
+    jobs = [_copiers[0].submit(np.copyto, dst[a:b], src[a:b])
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    for job in jobs:
+        job.result()
+
+
+def upload(host: np.ndarray, tuning) -> object:
+    """A 1-D host array copied to the current GPU, in chunks through page-locked buffers.
+
+    The GPU reads page-locked host memory several times faster than pageable memory
+    (which the driver copies through its own small staging buffers).  Chunks of
+    ``tuning.cuda_pinned_max_bytes`` go through two pooled page-locked buffers (:func:`take`):
+    host threads (``tuning.host_copy_threads``; 0: every core) fill one while the GPU
+    copies the other.  A host array of at most one chunk is copied as it is.
+    """
+    import os
+
+    host = np.ascontiguousarray(host).reshape(-1)
+    per = max(1, tuning.cuda_pinned_max_bytes // host.itemsize)
+    if len(host) <= per:
+        return cuda.to_device(host)
+    out = cuda.device_array(len(host), host.dtype)
+    threads = tuning.host_copy_threads or (os.cpu_count() or 1)
+    stream = cuda.stream()
+    bufs = [take(per * host.itemsize, tuning) for _ in range(2)]
+    done: list = [None, None]
+    try:
+        for k, lo in enumerate(range(0, len(host), per)):
+            hi = min(lo + per, len(host))
+            stage = bufs[k % 2].host[:(hi - lo) * host.itemsize].view(host.dtype)
+            if done[k % 2] is not None:
+                done[k % 2].synchronize()  # the GPU has read this buffer's last chunk
+            _copy(host[lo:hi], stage, threads)
+            out[lo:hi].copy_to_device(stage, stream=stream)
+            done[k % 2] = cuda.event()
+            done[k % 2].record(stream)
+        stream.synchronize()
+    finally:
+        for b in bufs:
+            give(b, tuning)
+    return out

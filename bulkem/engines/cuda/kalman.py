@@ -63,6 +63,7 @@ from ...models.ssm.scan import element_size, make_scan, make_steady_scan
 from ...models.ssm.splash import make_splash
 from ...tuning import DEFAULT, Tuning
 from . import available, cuda  # numba.cuda, after the CUDA engine's shims
+from .buffers import upload
 from .compat import device
 
 __all__ = ["available", "exact", "scan", "splash", "to_device"]
@@ -456,14 +457,15 @@ class DeviceBatch(NamedTuple):
         return self[:9]
 
 
-def to_device(batch: SeriesBatch) -> DeviceBatch:
+def to_device(batch: SeriesBatch, tuning: Tuning = DEFAULT) -> DeviceBatch:
     """Copy a batch to the current GPU (for repeated calls on the same data, and timings).
 
-    Three copies: the observations, the two integer arrays, the six model arrays
-    (each a view of one device array; an allocation and a copy cost ~0.2 ms each).
+    Three copies: the observations (through page-locked buffers when large:
+    ``buffers.upload``), the two integer arrays, the six model arrays (each a view of one
+    device array; an allocation and a copy cost ~0.2 ms each).
     """
     md = batch.models
-    return DeviceBatch(cuda.to_device(batch.y),
+    return DeviceBatch(upload(batch.y, tuning),
                        *_packed(batch.offsets, batch.model_idx.astype(np.int64, copy=False)),
                        *_packed(md.F, md.H, md.Q, md.R, md.m0, md.P0), {})
 
@@ -503,7 +505,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
 
     md = batch.models
     p = _programs(md.nx, md.ny, md.kind, batch.y.dtype)
-    dev = to_device(batch) if dev is None else dev
+    dev = to_device(batch, tuning) if dev is None else dev
     n = batch.n_series
     ll = cuda.device_array(n)  # every entry is written by one of the two kernels
     nobs = cuda.device_array(n, np.int64)
@@ -532,7 +534,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None,
     ll_h, nobs_h = ll.copy_to_host(), nobs.copy_to_host()
     if len(rest):
         sub = batch if len(rest) == n else subset(batch, rest)
-        sub_dev = dev if len(rest) == n else to_device(sub)
+        sub_dev = dev if len(rest) == n else to_device(sub, tuning)
         m = sub.n_series
         ll_r, nobs_r, fail_r = (cuda.device_array(m), cuda.device_array(m, np.int64),
                                 cuda.device_array(m, np.int64))
@@ -583,7 +585,7 @@ def scan(batch: SeriesBatch, chunk0: int | None = None, chunk: int | None = None
     from ..cpu.kalman import steady
 
     reuse = dev is not None
-    dev = to_device(batch) if dev is None else dev
+    dev = to_device(batch, tuning) if dev is None else dev
     st_key = ("steady", shared)  # the batch's steady-state gains, or None
     if st_key not in dev.scratch:
         dev.scratch[st_key] = steady(batch, shared, tuning)
@@ -851,7 +853,7 @@ def splash(batch: SeriesBatch, window: int, broad: float, dev: DeviceBatch | Non
         raise ValueError(f"Tuning.kalman_splash_sum_chunk = {chunk}; the CUDA engine adds a "
                          f"chunk in one block, so it must be at most {_MAX_THREADS}.")
     reuse = dev is not None
-    dev = to_device(batch) if dev is None else dev
+    dev = to_device(batch, tuning) if dev is None else dev
     key = ("splash", threading.get_ident(), chunk, per_block, int(window), float(broad), shared)
     plan = dev.scratch.get(key)
     if plan is None:
