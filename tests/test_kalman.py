@@ -599,6 +599,9 @@ def test_one_array_of_equal_length_series_is_read_whole(seed):
                           bulkem.kalman_loglik(list(stack), r, backend="cpu").loglik)
     with pytest.raises(ValueError, match="dim_obs = 2"):
         bulkem.kalman_loglik(arr, r, backend="cpu")
+    big = bulkem.kalman_loglik([arr[0], np.r_[arr[0, :4], 1e39]], m, dtype="float32",
+                               backend="cpu")  # beyond float32: invalid, never inf
+    assert big.status.tolist() == ["ok", "invalid_data"] and "float32's range" in big.message[1]
 
 
 @pytest.mark.cuda

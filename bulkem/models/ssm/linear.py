@@ -170,7 +170,7 @@ class LinearGaussian(Likelihood):
             n, T = pairs.values.shape[:2]
             lengths = np.full(n, T, dtype=np.int64)
             values = np.ascontiguousarray(pairs.values, dtype=np.float64).reshape(n * T, ny)
-            ids = list(range(n))
+            ids = range(n)  # (a Sequence: no Python object per series)
         else:
             lengths = np.array([len(v) for _, v in pairs], dtype=np.int64)
             total = int(lengths.sum())
@@ -184,7 +184,8 @@ class LinearGaussian(Likelihood):
         np.cumsum(lengths, out=offsets[1:])
         n_missing, n_inf = series_counts(values, offsets)
         messages: list = [None] * len(lengths)
-        for i in np.flatnonzero((lengths == 0) | (n_inf > 0) | (n_missing == lengths)):
+        bad = (lengths == 0) | (n_inf > 0) | (n_missing == lengths)
+        for i in np.flatnonzero(bad):
             n, n_i = int(lengths[i]), int(n_inf[i])
             if n == 0:
                 messages[i] = "too short: 0 time steps (at least 1 needed)"
@@ -203,10 +204,11 @@ class LinearGaussian(Likelihood):
                                      minlength=len(lengths))
                 for i in np.flatnonzero(counts):
                     if messages[i] is None:
+                        bad[i] = True
                         messages[i] = (f"{counts[i]} of {lengths[i]} time steps hold values "
                                        f"beyond {dtype.name}'s range (|y| > {lim:.3g}); use "
                                        "dtype='float64', or rescale the series and the model")
-        ok = np.array([m is None for m in messages], dtype=bool)
+        ok = ~bad
         valid = np.flatnonzero(ok).astype(np.int64)
         if len(valid) < len(lengths):
             values = values[np.repeat(ok, lengths)]
