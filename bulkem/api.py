@@ -804,8 +804,8 @@ def make_job(model, packed: Packed, n_starts: int, seed: int, user: np.ndarray |
     fit_ds = np.repeat(np.arange(n_valid, dtype=np.int64), n_starts)
     fit_start = np.tile(np.arange(n_starts, dtype=np.int64), n_valid)
     data = packed.data
-    if user is not None and len(user) >= n_starts:  # no random start: no dataset key needed
-        keys = np.zeros(data.n_datasets, np.uint64)
+    if (user is not None and len(user) >= n_starts) or not model.keyed_starts:
+        keys = np.zeros(data.n_datasets, np.uint64)  # no random start reads a dataset key
     else:
         keys = starts.dataset_keys(data.values, data.value_offsets,
                                    model.tuning.hash_blocked_min_words,

@@ -96,9 +96,15 @@ def _blocks(ds: pd.Series, un: pd.Series):
         return None
     dv, uv = ds.to_numpy(), un.to_numpy()
     starts = np.flatnonzero(np.concatenate([[True], (dv[1:] != dv[:-1]) | (uv[1:] != uv[:-1])]))
-    if not pd.MultiIndex.from_arrays([dv[starts], uv[starts]]).is_unique:
+    d, u = dv[starts], uv[starts]
+    if d.dtype.kind in "iuf" and u.dtype.kind in "iuf":  # numbers: a sorted frame at once
+        up = d[1:] > d[:-1]
+        if np.all(up | ((d[1:] == d[:-1]) & (u[1:] > u[:-1]))):  # keys increase: unique
+            first = np.concatenate([[True], up])
+            return starts, np.cumsum(first) - 1, d[first]
+    if not pd.MultiIndex.from_arrays([d, u]).is_unique:
         return None  # a unit's rows are apart
-    block_codes, labels = pd.factorize(dv[starts], sort=False)
+    block_codes, labels = pd.factorize(d, sort=False)
     return starts, block_codes, labels
 
 

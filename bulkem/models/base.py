@@ -381,6 +381,9 @@ class Likelihood(ABC):
     # The items the lanes of a fit split are the data's units (sequences, runs, series),
     # which the wide strategy may deal to threads in any order; False: observations.
     unit_items: ClassVar[bool] = False
+    # Whether the random starts read the datasets' keys (a hash of their values, which
+    # ``make_job`` computes: one pass over every value); False: the model keys its own.
+    keyed_starts: ClassVar[bool] = True
     # Why a start is degenerate, by status code, where the model means more than the
     # generic text (result.base.STATUS_MESSAGES).
     status_reasons: ClassVar[Mapping[int, str]] = MappingProxyType({})

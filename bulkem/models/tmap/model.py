@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit, prange
 
 from ...data import Packed, Ragged
 from ...data.units import UnitArrays
@@ -39,11 +40,25 @@ def _as_arrays(runs) -> tuple[np.ndarray, np.ndarray]:
     return values.astype(np.float64, copy=False), lengths
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _bad_run_mask(values, ends, lengths, out):
+    for k in prange(len(lengths)):
+        bad = lengths[k] == 0
+        for i in range(ends[k] - lengths[k], ends[k]):
+            v = values[i]
+            if not (v > 0.0 and v < np.inf):  # (NaN fails both)
+                bad = True
+                break
+        out[k] = bad
+
+
 def _bad_runs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the runs that are empty or hold a value not positive and finite."""
-    bad = np.concatenate([[0], np.cumsum(~(np.isfinite(values) & (values > 0)))])
-    ends = np.cumsum(lengths)
-    return np.flatnonzero((lengths == 0) | (bad[ends] > bad[ends - lengths]))
+    """Indices of the runs that are empty or hold a value not positive and finite (the runs
+    on every core, one pass over the values)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.zeros(len(lengths), dtype=np.bool_)
+    _bad_run_mask(np.asarray(values, dtype=np.float64), np.cumsum(lengths), lengths, out)
+    return np.flatnonzero(out)
 
 
 def _run_messages(values, lengths, which) -> list[str]:
@@ -104,6 +119,7 @@ class TMAPModel(HMMModel):
                           "[0, 1]",
     }
     terminating = True
+    keyed_starts = False  # keyed by the run lengths (draws.trace_keys)
     chain_blocks = (("alpha", "simplex"), ("pi", "substochastic"))
     state_axis = "branch"
 
