@@ -155,3 +155,30 @@ def test_bad_hmm_and_tmap_arguments_say_what_and_the_limit(family, kw, match):
     data = [[np.array([0.1, 0.5, 1.2])]] if family == "hmm" else [np.array([0.1, 0.5, 1.2])]
     with pytest.raises(ValueError, match=match):
         bulkem.fit(data, family=family, n_starts=1, backend="cpu", progress=False, **kw)
+
+
+@pytest.mark.parametrize("emission", ["categorical", "poisson", "gaussian"])
+def test_the_vectorised_screen_finds_every_dataset_the_check_faults(emission, seed):
+    """``HMMModel.pack`` runs ``check`` only where one pass over all values flags a dataset:
+    its messages must be exactly the per-dataset checks' (every fault flagged)."""
+    from bulkem.models.hmm.emissions import EMISSIONS
+    from bulkem.models.hmm.model import HMMModel
+
+    rng = np.random.default_rng(seed)
+    model = HMMModel(EMISSIONS[emission], 3, 4 if emission == "categorical" else 1, "ste")
+
+    def seq(n):
+        return rng.integers(0, 4, n).astype(float)
+
+    bad_values = [np.nan, np.inf, -1.0, 2.5, 4.0, 1e17]
+    pairs = [(0, [seq(5), seq(7)]), (1, []), (2, [seq(4), seq(0)]), (3, [seq(2)])]
+    for k, v in enumerate(bad_values):
+        s = seq(6)
+        s[int(rng.integers(0, 6))] = v
+        pairs.append((4 + k, [seq(5), s]))
+    pairs.append((99, [seq(8)]))
+    packed = model.pack(pairs)
+    assert packed.messages == [model.check(units) for _, units in pairs]
+    assert packed.messages[0] is None and packed.messages[-1] is None
+    assert sum(m is not None for m in packed.messages) >= 3
+    assert packed.n_obs.tolist() == [sum(len(u) for u in units) for _, units in pairs]

@@ -239,7 +239,9 @@ def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | 
 
 
 def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
-               count: Callable[[np.ndarray], int] | None = None) -> Packed:
+               count: Callable[[np.ndarray], int] | None = None,
+               screen: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+               ) -> Packed:
     """Validate datasets of units and pack the valid ones (:class:`bulkem.data.Ragged`).
 
     Parameters
@@ -254,21 +256,42 @@ def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
         ``count(unit) -> int``: the observations of a unit that ``Packed.n_obs``
         counts (default: its length; a state-space series leaves out its
         missing steps).
+    screen : callable, optional
+        ``screen(values, unit_lengths, units_per_dataset) -> mask``: a vectorised pass over
+        every dataset's values that flags the datasets ``check`` must look at (every one
+        that ``check`` could fault); the others are valid without a Python call each.
     """
     ids = [k for k, _ in pairs]
-    size = len if count is None else count
-    n_obs = np.array([sum(size(u) for u in units) for _, units in pairs], dtype=np.int64)
-    messages = [check(units) for _, units in pairs]
-    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
-    units = [u for i in valid for u in pairs[i][1]]
-    n_units = np.array([len(pairs[i][1]) for i in valid], dtype=np.int64)
-    groups = np.zeros(len(valid) + 1, dtype=np.int64)
-    np.cumsum(n_units, out=groups[1:])
-    lens = np.array([len(u) for u in units], dtype=np.int64)
-    offsets = np.zeros(len(units) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    size = count
+    n_units = np.array([len(units) for _, units in pairs], dtype=np.int64)
+    units = [u for _, us in pairs for u in us]
+    lens = np.fromiter(map(len, units), dtype=np.int64, count=len(units))
     shape = (0,) if width == 1 else (0, width)
     values = (np.concatenate([np.asarray(u, dtype=np.float64) for u in units])
               if units else np.empty(shape))
-    return Packed(ids, n_obs, messages, valid, Ragged(np.ascontiguousarray(values), offsets,
-                                                      groups))
+    if count is None:  # every dataset's values, from the units' lengths
+        n_obs = np.diff(np.concatenate([[0], np.cumsum(lens)])[np.r_[0, np.cumsum(n_units)]])
+    else:
+        n_obs = np.array([sum(size(u) for u in us) for _, us in pairs], dtype=np.int64)
+    look = (np.ones(len(pairs), dtype=bool) if screen is None
+            else np.asarray(screen(values, lens, n_units), dtype=bool))
+    messages = [check(us) if look[i] else None for i, (_, us) in enumerate(pairs)]
+    ok = np.array([m is None for m in messages], dtype=bool)
+    valid = np.flatnonzero(ok).astype(np.int64)
+    if len(valid) < len(pairs):
+        unit_ok = np.repeat(ok, n_units)
+        values, lens = values[np.repeat(unit_ok, lens)], lens[unit_ok]
+    groups = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(n_units[valid], out=groups[1:])
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return Packed(ids, np.asarray(n_obs, dtype=np.int64), messages, valid,
+                  Ragged(np.ascontiguousarray(values), offsets, groups))
+
+
+def flagged(bad: np.ndarray, unit_lengths: np.ndarray, units_per_dataset: np.ndarray
+            ) -> np.ndarray:
+    """Per dataset: whether any of its values (``bad``, one flag per value) is flagged."""
+    per_unit = np.diff(np.concatenate([[0], np.cumsum(bad)])[np.r_[0, np.cumsum(unit_lengths)]])
+    return np.diff(np.concatenate([[0], np.cumsum(per_unit)])[
+        np.r_[0, np.cumsum(units_per_dataset)]]) > 0

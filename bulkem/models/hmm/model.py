@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...data import Packed, Ragged
-from ...data.units import pack_units
+from ...data.units import flagged, pack_units
 from ...fitting import starts
 from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
@@ -197,8 +197,26 @@ class HMMModel(Model):
         return "; ".join(problems) if problems else None
 
     def pack(self, pairs: list) -> Packed:
-        """Validate ``(identifier, list of sequences)`` pairs and pack the valid datasets."""
-        return pack_units(pairs, self.check, self.values_per_obs())
+        """Validate ``(identifier, list of sequences)`` pairs and pack the valid datasets
+        (:meth:`check` runs only on the datasets that one vectorised pass flags)."""
+        return pack_units(pairs, self.check, self.values_per_obs(), screen=self._screen)
+
+    def _screen(self, values: np.ndarray, lengths: np.ndarray, n_units: np.ndarray
+                ) -> np.ndarray:
+        """The datasets :meth:`check` could fault, from every value at once."""
+        x = values.reshape(len(values), -1)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(x).all(axis=1)
+            v = x[:, 0]
+            if self.emission.name == "categorical":
+                bad |= (v < 0) | (v >= self.K) | (v != np.round(v))
+            elif self.emission.name == "poisson":
+                bad |= (v < 0) | (v != np.round(v)) | (v > MAX_COUNT)
+        cuts = np.r_[0, np.cumsum(n_units)]
+        empty = np.diff(np.concatenate([[0], np.cumsum(lengths == 0)])[cuts]) > 0
+        n_obs = np.diff(np.concatenate([[0], np.cumsum(lengths)])[cuts])
+        return (flagged(bad, lengths, n_units) | empty | (n_units == 0)
+                | (n_obs < self.n_states))
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The kernels' batch tuple ``(x, units, block)``, item (sequence) offsets, constants.
