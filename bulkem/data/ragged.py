@@ -5,6 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _copy_runs(src, first, lens, starts, out):
+    """``out[starts[j]:starts[j] + lens[j]] = src[first[j]:first[j] + lens[j]]``, the runs
+    on every core."""
+    for j in prange(len(lens)):
+        a, b = first[j], starts[j]
+        for i in range(lens[j]):
+            out[b + i] = src[a + i]
 
 
 @dataclass
@@ -62,3 +73,18 @@ class Ragged:
         np.cumsum(lens, out=units[1:])
         vidx = np.repeat(self.units[uidx] - units[:-1], lens) + np.arange(units[-1])
         return Ragged(self.values[vidx], units, groups)
+
+    def units_in_order(self, d: int, order: np.ndarray) -> Ragged:
+        """Dataset ``d`` alone, its units stored in ``order`` (one dataset of ``len(order)``
+        units; the values copied on every core)."""
+        u0 = self.groups[d]
+        first = self.units[u0:self.groups[d + 1]][order]
+        lens = self.units[u0 + 1:self.groups[d + 1] + 1][order] - first
+        units = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(lens, out=units[1:])
+        width = int(np.prod(self.values.shape[1:], dtype=np.int64))
+        src = np.ascontiguousarray(self.values).reshape(-1)
+        out = np.empty(int(units[-1]) * width, dtype=src.dtype)
+        _copy_runs(src, first * width, lens * width, units[:-1] * width, out)
+        return Ragged(out.reshape((-1,) + self.values.shape[1:]), units,
+                      np.array([0, len(order)], dtype=np.int64))

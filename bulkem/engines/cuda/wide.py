@@ -38,7 +38,6 @@ import warnings
 import numpy as np
 from numba import float32, float64
 
-from ...data import Ragged
 from ...fitting.driver import gave_up, make_stop
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
@@ -83,7 +82,10 @@ def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:
     """
     lengths = np.asarray(lengths)
     n = len(lengths)
-    ranked = np.argsort(-lengths, kind="stable")
+    key = -lengths
+    if n and 0 <= lengths.min() and lengths.max() < 1 << 15:
+        key = key.astype(np.int16)  # (numpy's stable sort of 16-bit keys is a radix sort)
+    ranked = np.argsort(key, kind="stable")
     k = np.arange(n)
     r, t = k // n_threads, k % n_threads
     full = n // n_threads
@@ -98,18 +100,6 @@ def thread_loads(lengths: np.ndarray, order: np.ndarray, n_threads: int) -> np.n
     pos = np.arange(len(order))
     return np.bincount(pos % n_threads, weights=np.asarray(lengths)[order],
                        minlength=n_threads)
-
-
-def _units_in_order(data: Ragged, d: int, order: np.ndarray) -> Ragged:
-    """Dataset ``d`` of ``data`` alone, its units stored in ``order``."""
-    u0 = data.groups[d]
-    first = data.units[u0:data.groups[d + 1]]
-    lens = data.units[u0 + 1:data.groups[d + 1] + 1] - first
-    lens, first = lens[order], first[order]
-    units = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum(lens, out=units[1:])
-    idx = np.repeat(first - units[:-1], lens) + np.arange(units[-1])
-    return Ragged(data.values[idx], units, np.array([0, len(order)], dtype=np.int64))
 
 
 _kernels: dict = {}
@@ -292,7 +282,7 @@ class _Device:
         order = deal(lengths, T)
         loads = thread_loads(lengths, order, T)
         self.imbalance = float(loads.max() / loads.mean()) if loads.mean() > 0 else 1.0
-        part = _units_in_order(data, d, order)
+        part = data.units_in_order(d, order)
         data64, _, _ = job.model.kernel_data(part)
         host = narrow(data64, job.dtype) if self.narrow else data64
         self.data64 = tuple(cuda.to_device(a, stream=stream) if isinstance(a, np.ndarray)
