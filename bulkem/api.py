@@ -438,7 +438,11 @@ def loglik(
         As for :func:`fit` (the family's input forms); checked as :func:`fit` checks them.
     family : str
         A family of :func:`fit` (``invgauss``, ``gaussian``, ``hmm``, ``tmap``, ``ar``,
-        ``local_level``), with its options (``emission=``, ``orders=``, ``order=``...).
+        ``local_level``), with its options (``emission=``, ``orders=``, ``order=``...), or
+        ``state_space``: a linear-Gaussian state-space model of given matrices (``params``
+        a :class:`~bulkem.StateSpace` or its blocks ``F, H, Q, R, m0, P0``; a dataset is
+        one series; options ``method=`` "exact", "scan" or "splash", ``window=``,
+        ``splash_var=``, ``dim_obs=``; :func:`kalman_loglik` gives its table by series).
     params : dict or sequence of dict
         The parameters by block name, in the form ``fit(init=...)`` takes and
         ``FitResult.params(d)`` returns (e.g. ``{"weight": ..., "mu": ..., "lambda": ...}``):
