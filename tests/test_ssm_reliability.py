@@ -237,3 +237,16 @@ def test_bad_arguments_name_the_argument(seed):
     model = bulkem.StateSpace.random_walk(1, 1.0, 0.5)
     with pytest.raises(ValueError, match="splash_var must be a finite number > 0; got True"):
         bulkem.kalman_loglik([np.ones(3)], model, method="splash", window=2, splash_var=True)
+
+
+def test_a_2d_array_is_one_dataset_per_row(seed):
+    """``fit(family="ar")`` takes equal-length series as one array, a dataset per row: the
+    fits of the list of its rows."""
+    rng = np.random.default_rng(seed)
+    y = rng.normal(size=(3, 40)).cumsum(axis=1) * 0.1 + rng.normal(size=(3, 40))
+    kw = dict(family="ar", order=1, n_starts=2, max_iter=5, seed=seed, backend="cpu")
+    whole = bulkem.fit(y, **kw)
+    rows = bulkem.fit(list(y), **kw)
+    assert whole.summary.loglik.tolist() == rows.summary.loglik.tolist()
+    with pytest.raises(ValueError, match="one dataset per row"):
+        bulkem.fit(y[None], **kw)

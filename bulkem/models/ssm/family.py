@@ -24,7 +24,8 @@ class SSMFamily:
 
     A dataset is one series (a 1-D array, NaN for a missing step) or a list
     of series that share the parameters (ragged lengths); a batch is a list
-    or a dict of datasets, one array (one dataset of one series), or a long
+    or a dict of datasets, one 1-D array (one dataset of one series), one 2-D array
+    ``(n_datasets, n_steps)`` (a dataset of one series per row), or a long
     DataFrame with columns ``dataset_col``, ``series_col`` (default
     "series"; without it, one series per dataset) and the value column, rows
     in time order within a series.
@@ -55,9 +56,10 @@ class SSMFamily:
             raise ValueError(f"value_col={value_col!r}: family={self.name!r} takes one value "
                              "column.")
         if isinstance(datasets, np.ndarray) and datasets.ndim == 2:
+            datasets = list(datasets)  # equal-length series: one dataset per row (views)
+        elif isinstance(datasets, np.ndarray) and datasets.ndim > 2:
             raise ValueError(f"datasets is an array of shape {datasets.shape}; expected one "
-                             "series (n_obs,). For one dataset per row of a 2-D array, pass "
-                             "list(array).")
+                             "series (n_steps,) or one dataset per row (n_datasets, n_steps).")
         return read_units(datasets, dataset_col, options.get("series_col", "series"),
                           value_col, multi=False, words=WORDS, unit_optional=True)
 
