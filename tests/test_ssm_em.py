@@ -269,8 +269,8 @@ def test_bad_arguments_raise(seed):
                                                    "obs_var": 1.0})
     with pytest.raises(ValueError, match="init_method"):
         bulkem.fit(y, family="ar", order=2, init_method="subset")
-    with pytest.raises(ValueError, match=r"list\(array\)"):
-        bulkem.fit(np.zeros((3, 20)), family="local_level")
+    with pytest.raises(ValueError, match="one dataset per row"):  # (2-D: a dataset per row)
+        bulkem.fit(np.zeros((2, 3, 20)), family="local_level")
 
 
 def test_near_unit_root_is_reported(seed):
