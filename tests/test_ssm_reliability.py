@@ -250,3 +250,29 @@ def test_a_2d_array_is_one_dataset_per_row(seed):
     assert whole.summary.loglik.tolist() == rows.summary.loglik.tolist()
     with pytest.raises(ValueError, match="one dataset per row"):
         bulkem.fit(y[None], **kw)
+
+
+@pytest.mark.parametrize("family", ["ar", "local_level"])
+def test_the_vectorised_screen_finds_every_dataset_the_check_faults(family, seed):
+    """``SSMModel.pack`` runs ``check`` only where one pass over all values flags a dataset:
+    its messages and observed counts must be exactly the per-dataset checks'."""
+    rng = np.random.default_rng(seed)
+    model = ssm_model.SSMModel(family, 2 if family == "ar" else 1)
+
+    def s(n):
+        return rng.normal(size=n)
+
+    nan_some = s(9)
+    nan_some[[1, 4]] = np.nan
+    pairs = [(0, [s(8), s(6)]), (1, []), (2, [s(8), s(1)]), (3, [s(5), s(0)]),
+             (4, [s(5), np.r_[s(3), np.inf]]), (5, [s(5), np.full(4, np.nan)]),
+             (6, [np.zeros(6), np.zeros(3)]), (7, [np.full(6, 2.0), np.full(4, -1.0)]),
+             (8, [np.full(6, 3.0), np.full(4, 3.0)]), (9, [s(6) * 1e101]),
+             (10, [s(6) * 1e-101]), (11, [np.r_[5.0, 5.0 + 1e-102, 5.0]]), (12, [nan_some]),
+             (13, [s(7)])]
+    packed = model.pack(pairs)
+    assert packed.messages == [model.check(units) for _, units in pairs]
+    assert packed.n_obs.tolist() == [sum(int(np.count_nonzero(~np.isnan(u))) for u in units)
+                                     for _, units in pairs]
+    assert packed.messages[0] is None and packed.messages[12] is None
+    assert sum(m is not None for m in packed.messages) >= 8

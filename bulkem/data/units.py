@@ -239,7 +239,7 @@ def read_units(datasets: Any, dataset_col: str, unit_col: str, value_col: str | 
 
 
 def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
-               count: Callable[[np.ndarray], int] | None = None,
+               observed: Callable[[np.ndarray], np.ndarray] | None = None,
                screen: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
                ) -> Packed:
     """Validate datasets of units and pack the valid ones (:class:`bulkem.data.Ragged`).
@@ -252,27 +252,23 @@ def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
         ``check(units) -> str | None``: why a dataset cannot be fitted, or None.
     width : int
         Values per observation.
-    count : callable, optional
-        ``count(unit) -> int``: the observations of a unit that ``Packed.n_obs``
-        counts (default: its length; a state-space series leaves out its
-        missing steps).
+    observed : callable, optional
+        ``observed(values) -> mask``: the values that ``Packed.n_obs`` counts (default:
+        every one; a state-space series leaves out its missing steps).
     screen : callable, optional
         ``screen(values, unit_lengths, units_per_dataset) -> mask``: a vectorised pass over
         every dataset's values that flags the datasets ``check`` must look at (every one
         that ``check`` could fault); the others are valid without a Python call each.
     """
     ids = [k for k, _ in pairs]
-    size = count
     n_units = np.array([len(units) for _, units in pairs], dtype=np.int64)
     units = [u for _, us in pairs for u in us]
     lens = np.fromiter(map(len, units), dtype=np.int64, count=len(units))
     shape = (0,) if width == 1 else (0, width)
     values = (np.concatenate([np.asarray(u, dtype=np.float64) for u in units])
               if units else np.empty(shape))
-    if count is None:  # every dataset's values, from the units' lengths
-        n_obs = np.diff(np.concatenate([[0], np.cumsum(lens)])[np.r_[0, np.cumsum(n_units)]])
-    else:
-        n_obs = np.array([sum(size(u) for u in us) for _, us in pairs], dtype=np.int64)
+    unit_obs = lens if observed is None else lens - counts(~observed(values), lens)
+    n_obs = np.diff(np.concatenate([[0], np.cumsum(unit_obs)])[np.r_[0, np.cumsum(n_units)]])
     look = (np.ones(len(pairs), dtype=bool) if screen is None
             else np.asarray(screen(values, lens, n_units), dtype=bool))
     messages = [check(us) if look[i] else None for i, (_, us) in enumerate(pairs)]
@@ -289,9 +285,19 @@ def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
                   Ragged(np.ascontiguousarray(values), offsets, groups))
 
 
+def counts(flags: np.ndarray, unit_lengths: np.ndarray) -> np.ndarray:
+    """Per unit: how many of its values ``flags`` marks (flags are few: no pass over the
+    values beyond finding them)."""
+    hits = np.flatnonzero(flags)
+    if not len(hits):
+        return np.zeros(len(unit_lengths), dtype=np.int64)
+    return np.bincount(np.searchsorted(np.cumsum(unit_lengths), hits, side="right"),
+                       minlength=len(unit_lengths))
+
+
 def flagged(bad: np.ndarray, unit_lengths: np.ndarray, units_per_dataset: np.ndarray
             ) -> np.ndarray:
     """Per dataset: whether any of its values (``bad``, one flag per value) is flagged."""
-    per_unit = np.diff(np.concatenate([[0], np.cumsum(bad)])[np.r_[0, np.cumsum(unit_lengths)]])
+    per_unit = counts(bad, unit_lengths)
     return np.diff(np.concatenate([[0], np.cumsum(per_unit)])[
         np.r_[0, np.cumsum(units_per_dataset)]]) > 0

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from ...data import Packed, Ragged
-from ...data.units import pack_units
+from ...data.units import counts, pack_units
 from ...fitting import starts
 from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
 from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
@@ -191,8 +191,41 @@ class SSMModel(Model):
 
         ``n_obs`` counts the observed (not missing) steps.
         """
-        return pack_units(pairs, self.check, 1,
-                          count=lambda u: int(np.count_nonzero(~np.isnan(u))))
+        return pack_units(pairs, self.check, 1, observed=lambda v: ~np.isnan(v),
+                          screen=self._screen)
+
+    def _screen(self, values: np.ndarray, lengths: np.ndarray, n_units: np.ndarray
+                ) -> np.ndarray:
+        """The datasets :meth:`check` could fault, from every value at once: a series too
+        short, with an infinite value or none observed; no variance (every series constant
+        for the AR family, every value equal for the local level); a scale out of range."""
+        cuts = np.r_[0, np.cumsum(n_units)]  # dataset d: units cuts[d]:cuts[d + 1]
+
+        def per_dataset(per_unit):  # any (count > 0) of a per-unit flag, per dataset
+            return np.diff(np.concatenate([[0], np.cumsum(per_unit)])[cuts]) > 0
+
+        n_nan = counts(np.isnan(values), lengths)
+        out = (n_units == 0) | per_dataset((lengths < max(self.order, 1))
+                                           | (counts(np.isinf(values), lengths) > 0)
+                                           | (n_nan == lengths))
+        hi, lo = np.full(len(lengths), np.nan), np.full(len(lengths), np.nan)
+        full = np.flatnonzero(lengths > 0)
+        if len(full):
+            at = np.r_[0, np.cumsum(lengths)][full]
+            hi[full] = np.fmax.reduceat(values, at)  # (NaN ignored; all-NaN: NaN)
+            lo[full] = np.fmin.reduceat(values, at)
+        ds_of_unit = np.repeat(np.arange(len(n_units)), n_units)
+        big = np.zeros(len(n_units))
+        np.fmax.at(big, ds_of_unit, np.fmax(np.abs(hi), np.abs(lo)))  # (NaN ignored)
+        varies = hi != lo  # per series; False for a constant or all-missing one
+        if self.family == AR:
+            out |= ~per_dataset(varies) | (big < SCALE_MIN)
+        else:
+            top, bottom = np.full(len(n_units), -np.inf), np.full(len(n_units), np.inf)
+            np.fmax.at(top, ds_of_unit, hi)
+            np.fmin.at(bottom, ds_of_unit, lo)
+            out |= ~(top - bottom >= SCALE_MIN)  # (also every value equal, or none)
+        return out | (big > SCALE_MAX)
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The kernels' batch tuple ``(y, units)``, item (series) offsets, constants (0)."""
