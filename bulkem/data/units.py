@@ -268,7 +268,7 @@ def pack_units(pairs: list, check: Callable[[list], str | None], width: int,
     values = (np.concatenate([np.asarray(u, dtype=np.float64) for u in units])
               if units else np.empty(shape))
     unit_obs = lens if observed is None else lens - counts(~observed(values), lens)
-    n_obs = np.diff(np.concatenate([[0], np.cumsum(unit_obs)])[np.r_[0, np.cumsum(n_units)]])
+    n_obs = by_dataset(unit_obs, n_units)
     look = (np.ones(len(pairs), dtype=bool) if screen is None
             else np.asarray(screen(values, lens, n_units), dtype=bool))
     messages = [check(us) if look[i] else None for i, (_, us) in enumerate(pairs)]
@@ -295,9 +295,13 @@ def counts(flags: np.ndarray, unit_lengths: np.ndarray) -> np.ndarray:
                        minlength=len(unit_lengths))
 
 
+def by_dataset(per_unit: np.ndarray, units_per_dataset: np.ndarray) -> np.ndarray:
+    """Per dataset: the sum of a per-unit array over the dataset's units."""
+    cuts = np.r_[0, np.cumsum(units_per_dataset)]
+    return np.diff(np.concatenate([[0], np.cumsum(per_unit)])[cuts])
+
+
 def flagged(bad: np.ndarray, unit_lengths: np.ndarray, units_per_dataset: np.ndarray
             ) -> np.ndarray:
     """Per dataset: whether any of its values (``bad``, one flag per value) is flagged."""
-    per_unit = counts(bad, unit_lengths)
-    return np.diff(np.concatenate([[0], np.cumsum(per_unit)])[
-        np.r_[0, np.cumsum(units_per_dataset)]]) > 0
+    return by_dataset(counts(bad, unit_lengths), units_per_dataset) > 0

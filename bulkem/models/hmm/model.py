@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...data import Packed, Ragged
-from ...data.units import flagged, pack_units
+from ...data.units import by_dataset, flagged, pack_units
 from ...fitting import starts
 from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
@@ -212,11 +212,9 @@ class HMMModel(Model):
                 bad |= (v < 0) | (v >= self.K) | (v != np.round(v))
             elif self.emission.name == "poisson":
                 bad |= (v < 0) | (v != np.round(v)) | (v > MAX_COUNT)
-        cuts = np.r_[0, np.cumsum(n_units)]
-        empty = np.diff(np.concatenate([[0], np.cumsum(lengths == 0)])[cuts]) > 0
-        n_obs = np.diff(np.concatenate([[0], np.cumsum(lengths)])[cuts])
+        empty = by_dataset(lengths == 0, n_units) > 0
         return (flagged(bad, lengths, n_units) | empty | (n_units == 0)
-                | (n_obs < self.n_states))
+                | (by_dataset(lengths, n_units) < self.n_states))
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The kernels' batch tuple ``(x, units, block)``, item (sequence) offsets, constants.

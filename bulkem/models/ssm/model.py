@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from ...data import Packed, Ragged
-from ...data.units import counts, pack_units
+from ...data.units import by_dataset, counts, pack_units
 from ...fitting import starts
 from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
 from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
@@ -199,15 +199,10 @@ class SSMModel(Model):
         """The datasets :meth:`check` could fault, from every value at once: a series too
         short, with an infinite value or none observed; no variance (every series constant
         for the AR family, every value equal for the local level); a scale out of range."""
-        cuts = np.r_[0, np.cumsum(n_units)]  # dataset d: units cuts[d]:cuts[d + 1]
-
-        def per_dataset(per_unit):  # any (count > 0) of a per-unit flag, per dataset
-            return np.diff(np.concatenate([[0], np.cumsum(per_unit)])[cuts]) > 0
-
         n_nan = counts(np.isnan(values), lengths)
-        out = (n_units == 0) | per_dataset((lengths < max(self.order, 1))
+        out = (n_units == 0) | (by_dataset((lengths < max(self.order, 1))
                                            | (counts(np.isinf(values), lengths) > 0)
-                                           | (n_nan == lengths))
+                                           | (n_nan == lengths), n_units) > 0)
         hi, lo = np.full(len(lengths), np.nan), np.full(len(lengths), np.nan)
         full = np.flatnonzero(lengths > 0)
         if len(full):
@@ -219,7 +214,7 @@ class SSMModel(Model):
         np.fmax.at(big, ds_of_unit, np.fmax(np.abs(hi), np.abs(lo)))  # (NaN ignored)
         varies = hi != lo  # per series; False for a constant or all-missing one
         if self.family == AR:
-            out |= ~per_dataset(varies) | (big < SCALE_MIN)
+            out |= ~(by_dataset(varies, n_units) > 0) | (big < SCALE_MIN)
         else:
             top, bottom = np.full(len(n_units), -np.inf), np.full(len(n_units), np.inf)
             np.fmax.at(top, ds_of_unit, hi)
