@@ -642,7 +642,7 @@ def kalman_loglik(
     """
     import pandas as pd
 
-    from .models.ssm.linear import STATE_SPACE_FAMILY, check_method, outcome
+    from .models.ssm.linear import STATE_SPACE_FAMILY, check_method
     from .models.ssm.plan import not_finite, not_positive_definite
     from .models.ssm.statespace import as_models
     from .tuning import MAX_ITER, NOT_POSITIVE_DEFINITE
@@ -688,8 +688,7 @@ def kalman_loglik(
         if report_error:
             ref = evaluate(dataclasses.replace(lg, method="exact", window=None), packed,
                            params, engine, np.dtype(dtype))
-            exact_ll[valid] = np.where(outcome(ref.loglik, ref.stopped_at, MAX_ITER)
-                                       == MAX_ITER, ref.loglik, np.nan)
+            exact_ll[valid] = np.where(ref.status == MAX_ITER, ref.loglik, np.nan)
     cols = {"series": packed.ids, "loglik": ll, "n_obs": packed.n_obs, "status": status,
             "message": msg}
     if report_error:
