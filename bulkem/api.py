@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "cpu", "cuda")
 _COMPILED: set = set()  # (model, engine, dtype) fitted before in this process
 DTYPES = ("float64", "float32")
+CRITERIA = ("bic", "aic", "icl")
 
 
 @dataclass
@@ -183,18 +184,72 @@ def resolve_backend(backend: str) -> str:
     return "cpu"
 
 
-def _read(fam, datasets: Any, M: int, dtype: str, tuning: Tuning, dataset_col: str,
+def _read(fam, datasets: Any, M: int | None, dtype: str, tuning: Tuning, dataset_col: str,
           value_col: Any, options: dict) -> tuple[list, Any]:
     """The family's ``(identifier, data)`` pairs and the model of ``M`` components (with
     ``tuning``) for them; a ValueError if the family has no ``dtype``."""
     pairs = fam.read(datasets, dataset_col, value_col, options)
+    return pairs, _model(fam, pairs, M, dtype, tuning, options)
+
+
+def _model(fam, pairs: list, M: int | None, dtype: str, tuning: Tuning, options: dict) -> Any:
+    """The family's model of ``M`` components and these options, with ``tuning``."""
     model = fam.model(pairs, M, options)
     extra = {"range_dtype": dtype} if hasattr(model, "range_dtype") else {}
     model = dataclasses.replace(model, tuning=tuning, **extra)
     if dtype not in model.dtypes:
         raise ValueError(f"dtype={dtype!r} is not available for the {fam.name!r} family; use "
                          f"one of {list(model.dtypes)}.")
-    return pairs, model
+    return model
+
+
+def _is_list(value: Any) -> bool:
+    """A list, tuple, range or 1-D array (a grid of sizes), not a string or a scalar."""
+    return (isinstance(value, (list, tuple, range))
+            or (isinstance(value, np.ndarray) and value.ndim == 1))
+
+
+def grid_sizes(fam, n_components: Any, options: dict) -> tuple[str, list] | None:
+    """The sizes of a grid fit: ``(label, [(size, n_components, options), ...])``, or None
+    for one size.
+
+    A list of ``n_components`` (mixtures, HMMs, TMAPs), of AR ``order`` or of TMAP
+    ``orders`` (a list of tuples); a size is the list's entry (a tuple for ``orders``).
+    """
+    orders = options.get("orders")
+    grids = {"n_components": _is_list(n_components),
+             "order": fam.name == "ar" and _is_list(options.get("order")),
+             "orders": (fam.name == "tmap" and _is_list(orders) and len(orders) > 0
+                        and all(_is_list(o) for o in orders))}
+    named = [k for k, v in grids.items() if v]
+    if not named:
+        return None
+    if len(named) > 1:
+        raise ValueError(f"a grid over one size at a time: got lists for {named}; give one "
+                         "of them a list and the other a single value.")
+    label = named[0]
+    if label == "n_components" and fam.name in ("ar", "local_level"):
+        raise ValueError(f"n_components is not used by the {fam.name!r} family; for a grid of "
+                         "AR orders pass order=[1, 2, 3].")
+    given = list(n_components if label == "n_components" else options[label])
+    if not given:
+        raise ValueError(f"{label} is an empty list; give at least one size.")
+    sizes = []
+    for k in given:
+        if label == "orders":
+            size = tuple(int(r) if isinstance(r, numbers.Integral) and not isinstance(r, bool)
+                         else r for r in k)
+            sizes.append((size, None if n_components is None else n_components,
+                          {**options, "orders": size}))
+        else:
+            size = _check_int(f"each entry of {label}", k.item() if isinstance(k, np.generic)
+                              else k, 1)
+            sizes.append((size, size, options) if label == "n_components"
+                         else (size, n_components, {**options, "order": size}))
+    keys = [s for s, _, _ in sizes]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{label} = {given!r} repeats a size; give each size once.")
+    return label, sizes
 
 
 def fit(
@@ -216,6 +271,7 @@ def fit(
     init_method: str | None = None,
     tuning: Tuning | None = None,
     se: bool = False,
+    criterion: str = "bic",
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -241,10 +297,18 @@ def fit(
         :mod:`bulkem.models.tmap`); "ar": AR(p) plus noise (option
         ``order``), "local_level": a random walk plus noise, fitted to
         series (option ``series_col``; see :mod:`bulkem.models.ssm`).
-    n_components : int, optional
+    n_components : int or list of int, optional
         Mixture components or hidden states ``M`` (default 2); for
         ``family="tmap"`` the number of Erlang branches, ``len(orders)`` by
-        default; not used by "ar" and "local_level".
+        default; not used by "ar" and "local_level".  A list (or range) is a
+        grid of sizes, as is a list of AR orders (``order=[1, 2, 3]``) or of
+        TMAP branch orders (``orders=[(1, 2), (1, 1, 2)]``): every size is
+        fitted from the same seed (each size's fits are those of a call with
+        that size alone), ``FitResult.selection`` has one row per (dataset,
+        size) with its criteria, and the usual tables hold each dataset's
+        chosen size (``criterion``); ``FitResult.for_size(k)`` gives any size.
+        On the CPU the mixtures' grid runs one kernel for every size
+        (``Tuning(cpu_sizes="run-time")``, unless ``tuning`` is given).
     n_starts : int, default 10
         Starts per dataset: the rows of ``init`` first, then random starts
         drawn by ``init_method``.
@@ -309,11 +373,17 @@ def fit(
         ``summary.message``, where a parameter lies on its constraint's boundary or the
         information is not positive definite. They cost ``2 P^2 + 1`` E-steps per dataset
         for ``P`` free parameters.
+    criterion : {"bic", "aic", "icl"}, default "bic"
+        How a grid of sizes chooses each dataset's size: the smallest value among the sizes
+        with a usable fit (the smaller size on a tie).  "icl" (mixtures and HMMs) is the BIC
+        plus twice the entropy of the posterior component (state) probabilities.
 
     Returns
     -------
     FitResult
-        Tables ``summary``, ``components``, ``starts`` and ``start_values``.
+        Tables ``summary``, ``components``, ``starts`` and ``start_values``; with a grid of
+        sizes also ``selection``, and the chosen size in a ``summary`` column named as the
+        grid (``n_components``, ``order`` or ``orders``).
 
     Raises
     ------
@@ -325,8 +395,13 @@ def fit(
     """
     t0 = time.perf_counter()
     fam = models.get(family)
-    M = (getattr(fam, "default_n_components", 2) if n_components is None
-         else _check_int("n_components", n_components, 1))
+    grid = grid_sizes(fam, n_components, options)
+    if grid is None:
+        M = (getattr(fam, "default_n_components", 2) if n_components is None
+             else _check_int("n_components", n_components, 1))
+        label, sizes = "n_components", [(M, M, options)]
+    else:
+        label, sizes = grid
     n_starts = _check_int("n_starts", n_starts, 1)
     max_iter = _check_int("max_iter", max_iter, 1)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
@@ -334,6 +409,8 @@ def fit(
     if not np.isfinite(tol):
         raise ValueError(f"tol must be finite; got tol = {tol!r}.")
     dtype = _check_dtype(dtype)
+    if tuning is None and grid is not None:  # one CPU mixture kernel for every size
+        tuning = Tuning(cpu_sizes="run-time")
     tuning = check_tuning(tuning)
     if not isinstance(se, (bool, np.bool_)):
         raise TypeError(f"se must be True or False; got se = {se!r}.")
@@ -345,46 +422,80 @@ def fit(
     if (isinstance(reg_covar, bool) or not isinstance(reg_covar, numbers.Real)
             or not 0 <= reg_covar < np.inf):
         raise ValueError(f"reg_covar must be a finite number >= 0; got reg_covar = {reg_covar!r}.")
+    if criterion not in CRITERIA:
+        raise ValueError(f"unknown criterion {criterion!r}; expected one of {list(CRITERIA)}.")
     if seed is None:
         seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
     else:
         seed = _check_int("seed", seed, 0, 2**64 - 1)  # (the starts use it modulo 2^64)
-    pairs, model = _read(fam, datasets, M, dtype, tuning, dataset_col, value_col, options)
+    if len(sizes) > 1 and init is not None:
+        raise ValueError(f"init= with a grid of sizes ({label} = {[s for s, _, _ in sizes]}): "
+                         "starting values have one size; fit that size on its own with init=.")
+    pairs = fam.read(datasets, dataset_col, value_col, sizes[0][2])
+    fitted = [_model(fam, pairs, m, dtype, tuning, opts) for _, m, opts in sizes]  # all checked
+    if criterion == "icl" and not result_class(fitted[0]).has_icl:
+        raise ValueError(f"criterion='icl' needs the posterior probabilities of a mixture or "
+                         f"HMM; the {fam.name!r} family has none: use 'bic' or 'aic'.")
     if init_method is None:
-        init_method = model.default_init
+        init_method = fitted[0].default_init
     if not isinstance(init_method, str) or init_method not in starts.INIT_METHODS:
         raise ValueError(
             f"unknown init_method {init_method!r}; expected one of {list(starts.INIT_METHODS)}."
         )
-    if init_method not in model.init_methods:
+    if init_method not in fitted[0].init_methods:
         raise ValueError(
             f"init_method={init_method!r} is not available for the {fam.name!r} family; "
-            f"use one of {list(model.init_methods)}."
+            f"use one of {list(fitted[0].init_methods)}."
         )
     user = None
     if init is not None:
-        user = model.user_starts(init)
+        user = fitted[0].user_starts(init)
         if len(user) > n_starts:
             raise ValueError(
                 f"init gives {len(user)} starts but n_starts = {n_starts}; "
                 f"set n_starts >= {len(user)}."
             )
     engine = resolve_backend(backend)
+    results = {size: _fit_model(model, pairs, n_starts, seed, user, dtype, max_iter, float(tol),
+                                init_method, float(reg_covar), engine, strict, progress, se, t0)
+               for (size, _, _), model in zip(sizes, fitted, strict=True)}
+    if grid is None:
+        result = results[sizes[0][0]]
+    else:
+        from .result.selection import choose
 
+        result = choose(results, label, criterion, time.perf_counter() - t0)
+    status = result.summary["status"]
+    n_bad = int((status == "invalid_data").sum())
+    if n_bad:
+        warnings.warn(
+            f"{n_bad} of {len(status)} datasets are invalid and were not fitted; "
+            "see summary.status and summary.message.",
+            stacklevel=2,
+        )
+    n_failed = int((status == "failed").sum())
+    if n_failed:
+        warnings.warn(
+            f"{n_failed} of {len(result.summary)} datasets have no usable start (status "
+            "'failed'){' at any size' if len(results) > 1 else ''}; try more starts or fewer "
+            "components.",
+            stacklevel=2,
+        )
+    return result
+
+
+def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: str,
+               max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
+               strict: bool, progress: Any, se: bool, t0: float) -> FitResult:
+    """Pack the datasets for ``model``, fit every (dataset, start) and build the tables."""
     packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
     if n_bad and strict:
         first = next(m for m in packed.messages if m is not None)
         raise ValueError(f"{n_bad} invalid dataset(s) with strict=True; first: {first}.")
-    if n_bad:
-        warnings.warn(
-            f"{n_bad} of {len(packed.ids)} datasets are invalid and were not fitted; "
-            "see summary.status and summary.message.",
-            stacklevel=2,
-        )
 
-    job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, float(tol),
-                   init_method, float(reg_covar))
+    job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, tol,
+                   init_method, reg_covar)
     bar = Progress(progress, len(job.fit_ds))
     compiled = (model.key, engine, np.dtype(dtype).name)
     if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
@@ -401,16 +512,9 @@ def fit(
     finally:
         bar.close()
     result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
-                                   time.perf_counter() - t0, early or None)
+                             time.perf_counter() - t0, early or None)
     if se:
-        standard_errors(result, engine, float(reg_covar))
-    n_failed = int((result.summary["status"] == "failed").sum())
-    if n_failed:
-        warnings.warn(
-            f"{n_failed} of {len(packed.ids)} datasets have no usable start (status "
-            "'failed'); try more starts or fewer components.",
-            stacklevel=2,
-        )
+        standard_errors(result, engine, reg_covar)
     return result
 
 

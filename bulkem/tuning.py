@@ -73,6 +73,12 @@ MAX_IG_SHAPE = 1e14
 # (1e-11 between the CPU and CUDA engines), which must not choose between them.
 BEST_TIE_RTOL = 1e-10
 
+# A grid fit's ``selection.n_best``: the starts whose log-likelihood is within this much
+# (relative) of the best start's.  EM stops a start when an iteration gains less than
+# ``tol`` (1e-6 by default), possibly short of the maximum it is heading for; 1e-6 of a
+# log-likelihood of -3,000 (2,000 values) is 3e-3.
+REACHED_RTOL = 1e-6
+
 # A Gaussian component whose variance in a dimension falls to this fraction of
 # its mean square (E[x^2]) or below has collapsed onto a point in float64
 # terms (the variance is then within rounding of E[x^2] - mean^2).

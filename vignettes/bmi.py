@@ -2,7 +2,8 @@
 
 Fits the BMI data (2107 values, the ``bmi`` data of the R package mixsmsn)
 from one fixed start and from 100 random starts, draws the histogram with
-both fitted densities, and compares 1, 2 and 3 components by BIC.
+both fitted densities, and chooses among 1 to 4 components by BIC in one grid call, with the
+standard errors of the chosen fit.
 
 Run from anywhere::
 
@@ -100,26 +101,26 @@ def main(out: Path) -> None:
     fig.savefig(out / "bmi_starts_py.png", dpi=110)
     plt.close(fig)
 
-    # 1, 2 or 3 components: BIC.
-    rows, comps = [], []
-    for m in (1, 2, 3):
-        f = bulkem.fit([x], n_components=m, n_starts=100, max_iter=1000, seed=SEED,
-                       progress=False)
-        s = f.summary.iloc[0]
-        rows.append({"components": m, "loglik": s["loglik"], "bic": s["bic"],
-                     "status": s["status"]})
-        comps.append(f.components.assign(components=m))
-    bic = pd.DataFrame(rows)
-    print("BIC by number of components:")
-    print(bic.to_string(index=False, float_format="%.2f"))
-    print(f"lowest BIC: {int(bic.loc[bic['bic'].idxmin(), 'components'])} components\n")
+    # 1 to 4 components in one call: BIC chooses, with standard errors of every size's fit.
+    grid = bulkem.fit([x], n_components=[1, 2, 3, 4], n_starts=100, max_iter=1000, seed=SEED,
+                      se=True, progress=False)
+    bic = grid.selection.rename(columns={"n_components": "components"})
+    print("BIC by number of components (n_best: the starts within 1e-6 of the best):")
+    print(bic[["components", "status", "loglik", "n_params", "bic", "icl", "n_best",
+               "chosen"]].to_string(index=False, float_format="%.2f"))
+    chosen = int(grid.summary["n_components"].iloc[0])
+    print(f"lowest BIC: {chosen} components\n")
+    comps = [grid.for_size(m).components.assign(components=m) for m in (1, 2, 3, 4)]
     print(pd.concat(comps)[["components", "component", "weight", "mu", "lambda"]]
           .to_string(index=False, float_format="%.3f"))
+    print(f"\nThe chosen fit with its standard errors (observed information):")
+    print(grid.components[["component", "weight", "se_weight", "mu", "se_mu", "lambda",
+                           "se_lambda"]].to_string(index=False, float_format="%.3f"))
     # BIC = -2 loglik + k log n; a component adds 3 parameters (weight, mu, lambda).
     gain = bic["loglik"].iloc[2] - bic["loglik"].iloc[1]
     c2, c3 = comps[1], comps[2]
     # The text below reads these numbers; it assumes BIC picks three components.
-    assert bic["bic"].idxmin() == 2 and gain > 1.5 * np.log(len(x)), bic
+    assert chosen == 3 and bic["bic"].idxmin() == 2 and gain > 1.5 * np.log(len(x)), bic
     print(f"\nWhat BIC says: a third component raises the log-likelihood by {gain:.1f}, more "
           f"than the {1.5 * np.log(len(x)):.1f} (3/2 log n) BIC charges for its 3 parameters. "
           f"It splits the upper component of the two-component fit (weight "
@@ -131,7 +132,7 @@ def main(out: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(bic["components"], bic["bic"], "o-")
-    ax.set(xticks=[1, 2, 3], xlabel="components", ylabel="BIC (lower is better)",
+    ax.set(xticks=[1, 2, 3, 4], xlabel="components", ylabel="BIC (lower is better)",
            title="BMI: BIC by number of components")
     fig.tight_layout()
     fig.savefig(out / "bmi_bic_py.png", dpi=110)

@@ -278,7 +278,7 @@ class Layout:
         parts = []
         with np.errstate(divide="ignore", invalid="ignore"):
             for name in self.blocks:
-                if name not in names:
+                if name not in names or not self.blocks[name].n_free:  # (one weight: none)
                     continue
                 b, a = self.blocks[name], blocks[name]
                 n = len(a)
@@ -300,7 +300,7 @@ class Layout:
         blocks = self.split(params)
         n, col = len(params), 0
         for name in self.blocks:
-            if name not in names:
+            if name not in names or not self.blocks[name].n_free:
                 continue
             b = self.blocks[name]
             t = theta[:, col:col + b.n_free]

@@ -8,8 +8,10 @@ fit (densities, decoding) lives in each model's result class.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -97,6 +99,20 @@ def _categorical(coder: tuple[pd.CategoricalDtype, np.ndarray], codes: np.ndarra
     return pd.Categorical.from_codes(index.take(codes), dtype=dtype, validate=False)
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def per_dataset(method: _Method) -> _Method:
+    """A result method of one dataset: on a grid fit, run by the result of the size chosen
+    for that dataset (``FitResult.for_size``)."""
+
+    @functools.wraps(method)
+    def run(self: FitResult, dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        return method(self._for(dataset), dataset, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 @dataclass
 class FitResult:
     """Result of :func:`bulkem.fit`.
@@ -158,6 +174,14 @@ class FitResult:
     _model: Any = field(repr=False, default=None)
     _best: dict = field(repr=False, default_factory=dict)
     _packed: Any = field(repr=False, default=None)  # the fitted values, for plot()
+    # A grid fit (bulkem.result.selection): the result of every size, the size chosen for
+    # each dataset (None: none fitted) and the size's name.
+    _sizes: dict = field(repr=False, default_factory=dict)
+    _chosen: dict = field(repr=False, default_factory=dict)
+    _size_label: str | None = field(repr=False, default=None)
+    # Whether ``entropy`` is defined (posterior probabilities of components or states),
+    # and so the ICL of a grid fit.
+    has_icl: ClassVar[bool] = False
 
     @staticmethod
     def before_fits(model, packed, job, n_starts) -> dict:
@@ -259,6 +283,52 @@ class FitResult:
                    M, dtype, elapsed, n_dims=model.n_dims, tables=extra, _model=model,
                    _best=best_map, _packed=packed)
 
+    @property
+    def selection(self) -> pd.DataFrame:
+        """A grid fit's model choice: one row per (dataset, size), in input order.
+
+        Columns ``dataset``, the size (``n_components``, ``order`` or ``orders``),
+        ``status``, ``loglik``, ``n_params``, ``aic``, ``bic``, ``icl`` (mixtures and
+        HMMs), ``n_iter`` of the best start, ``n_best`` (usable starts within
+        ``bulkem.tuning.REACHED_RTOL``, relative, of the best start's log-likelihood: how
+        often the random starts found it) and ``chosen`` (the size of the smallest
+        criterion among the fitted sizes; the first on a tie).
+        """
+        if "selection" not in self.tables:
+            raise ValueError("no selection table: fit a grid of sizes to get one "
+                             "(n_components=[1, 2, 3], order=[1, 2] or orders=[...]).")
+        return self.tables["selection"]
+
+    def for_size(self, size: Any) -> FitResult:
+        """The fits of every dataset at one size of a grid fit (its own tables and methods).
+
+        Parameters
+        ----------
+        size : int or tuple
+            An entry of the grid: ``n_components``, AR ``order`` or TMAP ``orders``.
+        """
+        if not self._sizes:
+            if size == self.n_components:
+                return self
+            raise ValueError(f"this fit has one size, n_components = {self.n_components}; "
+                             f"got size {size!r}.")
+        key = tuple(size) if self._size_label == "orders" else size
+        if key not in self._sizes:
+            raise ValueError(f"{self._size_label} = {size!r} is not in the grid; fitted "
+                             f"sizes: {list(self._sizes)}.")
+        return self._sizes[key]
+
+    def _for(self, dataset: Any) -> FitResult:
+        """The result whose fit of ``dataset`` the tables show: the chosen size's in a grid."""
+        size = self._chosen.get(dataset)
+        return self if size is None else self._sizes[size]
+
+    def entropy(self) -> np.ndarray:
+        """Per dataset of ``summary``, the entropy of the posterior probabilities of the best
+        fit's components (or states) over the dataset's observations: ICL = BIC + 2 x
+        entropy.  NaN where a dataset has no fit."""
+        raise NotImplementedError(f"no posterior probabilities for the {self.family!r} family")
+
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
             return self._best[dataset]
@@ -270,6 +340,7 @@ class FitResult:
     def _as_dict(self, params: np.ndarray) -> dict:
         return self._model.as_dict(params)
 
+    @per_dataset
     def params(self, dataset: Any) -> dict:
         """Fitted parameters of a dataset's best start, components in table order.
 
@@ -282,6 +353,7 @@ class FitResult:
         """
         return self._as_dict(self._get(dataset)[0])
 
+    @per_dataset
     def cov(self, dataset: Any) -> pd.DataFrame:
         """Covariance of a dataset's best parameters (``fit(se=True)``), rows and columns
         named by parameter (``weight_1``, ``mean_2_1``...; NaN where the standard errors
@@ -295,6 +367,7 @@ class FitResult:
         return pd.DataFrame(rows["cov"].to_numpy().reshape(len(names), len(names)),
                             index=names, columns=names)
 
+    @per_dataset
     def init_params(self, dataset: Any) -> dict:
         """Starting values of a dataset's best start, in draw order."""
         return self._as_dict(self._get(dataset)[1])

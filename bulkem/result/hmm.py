@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .base import FitResult
+from .base import FitResult, per_dataset
 
 
 class HMMResult(FitResult):
@@ -42,6 +42,34 @@ class HMMResult(FitResult):
             bic[rows] = -2 * ll + k * np.log(n)
             s["aic"], s["bic"] = aic, bic
         return res
+
+    has_icl = True
+
+    def entropy(self) -> np.ndarray:
+        """Per dataset of ``summary``: ``-sum_t sum_s g_ts log g_ts`` over the steps of its
+        sequences, ``g`` the best fit's posterior state probabilities (the marginal
+        posteriors' entropy, as a mixture's; NaN where no fit)."""
+        from ..engines import infer
+
+        out = np.full(len(self.summary), np.nan)
+        packed = self._packed
+        data, ids = packed.data, packed.ids
+        rows = [(k, ids[pos]) for k, pos in enumerate(packed.valid) if ids[pos] in self._best]
+        if not rows:
+            return out
+        seqs, which = [], []
+        for j, (k, _) in enumerate(rows):
+            for u in range(data.groups[k], data.groups[k + 1]):
+                seqs.append(data.values[data.units[u]:data.units[u + 1]])
+                which.append(j)
+        params = np.stack([self._best[v][0] for _, v in rows])
+        gam, _ = infer.posteriors(self._model, params, np.asarray(which, np.int64), seqs)
+        per_seq = np.array([-np.sum(np.where(g > 0, g * np.log(np.where(g > 0, g, 1.0)), 0.0))
+                            for g in gam])
+        total = np.bincount(np.asarray(which), weights=per_seq, minlength=len(rows))
+        where = {v: i for i, v in enumerate(ids)}
+        out[[where[v] for _, v in rows]] = total
+        return out
 
     @property
     def transitions(self) -> pd.DataFrame:
@@ -84,6 +112,7 @@ class HMMResult(FitResult):
 
         return np.array([poisson_const(s.reshape(-1)).sum() for s in seqs])
 
+    @per_dataset
     def score(self, dataset: Any, sequences: Any) -> float:
         """Log-likelihood of sequences under a dataset's fitted model (their sum).
 
@@ -105,6 +134,7 @@ class HMMResult(FitResult):
         ll = infer.score(self._model, p, np.zeros(len(seqs), np.int64), seqs)
         return float(np.sum(ll + self._const(seqs)))
 
+    @per_dataset
     def predict_proba(self, dataset: Any, sequences: Any) -> np.ndarray | list[np.ndarray]:
         """Posterior state probabilities at each step, shape ``(T, n_states)`` per sequence.
 
@@ -119,6 +149,7 @@ class HMMResult(FitResult):
         gam, _ = infer.posteriors(self._model, p, np.zeros(len(seqs), np.int64), seqs)
         return gam[0] if single else gam
 
+    @per_dataset
     def decode(self, dataset: Any, sequences: Any) -> tuple[Any, Any]:
         """Viterbi paths (state numbers from 1) and their log-probabilities.
 
@@ -136,6 +167,7 @@ class HMMResult(FitResult):
         paths = [q + 1 for q in paths]
         return (float(lp[0]), paths[0]) if single else (lp, paths)
 
+    @per_dataset
     def sample(self, dataset: Any, n_sequences: int = 1, length: int = 100,
                seed: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Sequences drawn from a dataset's fitted model.

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FitResult
+from .base import FitResult, per_dataset
 
 
 class MixtureResult(FitResult):
@@ -17,6 +17,25 @@ class MixtureResult(FitResult):
     order of their location (``mu`` for the inverse-Gaussian family,
     ``mean_1`` for the Gaussian family).
     """
+
+    has_icl = True
+
+    def entropy(self) -> np.ndarray:
+        """Per dataset of ``summary``: ``-sum_i sum_l z_il log z_il`` over the dataset's
+        values, ``z`` the best fit's component probabilities (NaN where no fit)."""
+        out = np.full(len(self.summary), np.nan)
+        packed = self._packed
+        where = {v: k for k, v in enumerate(packed.ids)}
+        off = packed.offsets
+        for k, pos in enumerate(packed.valid):
+            fit = self._best.get(packed.ids[pos])
+            if fit is None:
+                continue
+            x = self._points(packed.values[off[k]:off[k + 1]])
+            z = self._model.family.proba(x, fit[0], self.n_components)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[where[packed.ids[pos]]] = -np.sum(np.where(z > 0, z * np.log(z), 0.0))
+        return out
 
     def _points(self, x: Any) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
@@ -34,6 +53,7 @@ class MixtureResult(FitResult):
                              f"one row per point, one column per dimension.")
         return x
 
+    @per_dataset
     def density(self, dataset: Any, x: Any) -> np.ndarray:
         """The fitted mixture density of a dataset at points x (for plotting).
 
@@ -50,6 +70,7 @@ class MixtureResult(FitResult):
         """
         return np.exp(self.score_samples(dataset, x))
 
+    @per_dataset
     def score_samples(self, dataset: Any, x: Any) -> np.ndarray:
         """Log of the fitted mixture density at each point, as scikit-learn's.
 
@@ -69,6 +90,7 @@ class MixtureResult(FitResult):
         x = self._points(x)
         return self._model.family.log_density(x, self._get(dataset)[0], self.n_components)
 
+    @per_dataset
     def predict_proba(self, dataset: Any, x: Any) -> np.ndarray:
         """Posterior probability of each component at each point (responsibilities).
 
@@ -86,6 +108,7 @@ class MixtureResult(FitResult):
         x = self._points(x)
         return self._model.family.proba(x, self._get(dataset)[0], self.n_components)
 
+    @per_dataset
     def predict(self, dataset: Any, x: Any) -> np.ndarray:
         """The most probable component of each point.
 
@@ -102,6 +125,7 @@ class MixtureResult(FitResult):
         """
         return np.argmax(self.predict_proba(dataset, x), axis=1) + 1
 
+    @per_dataset
     def plot(self, dataset: Any, ax: Any = None, bins: Any = "auto", **kwargs: Any) -> Any:
         """Histogram of a dataset with its fitted mixture density and components.
 

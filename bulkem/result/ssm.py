@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..tuning import MAX_ITER
-from .base import FitResult
+from .base import FitResult, per_dataset
 
 
 class SSMResult(FitResult):
@@ -57,6 +57,7 @@ class SSMResult(FitResult):
 
     # --- the fitted model -----------------------------------------------------------------
 
+    @per_dataset
     def state_space(self, dataset: Any):
         """The dataset's fitted model as a :class:`bulkem.StateSpace` (with its prior).
 
@@ -104,6 +105,7 @@ class SSMResult(FitResult):
                              "numbers, or NaN for a missing step.")
         return y
 
+    @per_dataset
     def smooth(self, dataset: Any, series: Any = 0) -> pd.DataFrame:
         """The smoothed signal (``z_t`` of the AR process, or the level) of one series.
 
@@ -132,6 +134,7 @@ class SSMResult(FitResult):
         n, ms, Ps = len(y), out["mean"], out["cov"]
         return pd.DataFrame({"step": np.arange(n), "y": y, "mean": ms[:, 0], "var": Ps[:, 0, 0]})
 
+    @per_dataset
     def score(self, dataset: Any, series: Any) -> float:
         """Log-likelihood of series under a dataset's fitted model (their sum).
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .base import FitResult
+from .base import FitResult, per_dataset
 
 _RENAME = {"dataset": "trace", "component": "branch"}
 
@@ -66,6 +66,7 @@ class TMAPResult(FitResult):
             why = f"its status is {row['status'].iloc[0]!r}" if len(row) else "no such trace"
             raise KeyError(f"trace {dataset!r} has no fit: {why}.") from None
 
+    @per_dataset
     def moments(self, trace: Any) -> dict:
         """Moments of a trace's fitted TMAP (the paper's eqs 1-7).
 
@@ -82,6 +83,7 @@ class TMAPResult(FitResult):
         p = self.params(trace)
         return moments(p["alpha"], p["pi"], p["rates"], self._model.orders)
 
+    @per_dataset
     def sample(self, trace: Any, n_runs: int = 1, seed: int | None = None,
                return_branches: bool = False):
         """Runs drawn from a trace's fitted TMAP.
@@ -114,6 +116,7 @@ class TMAPResult(FitResult):
             return runs, [b + 1 for b in np.split(branches, cut)]
         return runs
 
+    @per_dataset
     def score(self, trace: Any, runs: Any) -> float:
         """Log-likelihood of runs (one array or a list of arrays) under a trace's fitted TMAP."""
         from ..data.units import is_unit_list

@@ -55,7 +55,8 @@ FORMAT = "bulkem-checkpoint-2"
 CHUNK_NAME = re.compile(r"chunk-(\d{6})")
 # Arguments that may differ between the runs of one checkpoint: they do not
 # change the tables.
-NOT_COMPARED = ("backend", "progress", "strict", "tuning")  # (tuning: speed and sum order)
+# (tuning: speed and sum order; criterion: a grid's choice, and a grid is not checkpointed)
+NOT_COMPARED = ("backend", "progress", "strict", "tuning", "criterion")
 # Warnings of bulkem.fit that a chunked run replaces by one for the whole run.
 _BATCH_WARNINGS = ("datasets are invalid and were not fitted", "have no usable start")
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import api, models
 from ..api import fit as _fit
 from ..result import FitResult
 
@@ -199,12 +200,18 @@ def model_for(kwargs: dict, data: Any) -> Any:
 
 
 def check_splittable(kwargs: dict) -> None:
-    """Raise if fits of parts of the data would build different models than one fit.
+    """Raise if fits of parts of the data would build different models than one fit, or
+    for a grid of sizes (whose model choice is made over the whole call).
 
     A categorical hidden Markov model counts its symbols over all the data it
     is given (``n_symbols`` left out), so each chunk or partition could count
     differently.
     """
+    if api.grid_sizes(models.get(kwargs.get("family", "invgauss")), kwargs.get("n_components"),
+                 kwargs):
+        raise ValueError("a grid of sizes (n_components=[...], order=[...] or orders=[...]) "
+                         "is fitted in memory by bulkem.fit without checkpoint= or Dask: run "
+                         "one checkpointed or distributed fit per size.")
     if (kwargs.get("family") == "hmm" and kwargs.get("emission", "gaussian") == "categorical"
             and kwargs.get("n_symbols") is None):
         raise ValueError(
