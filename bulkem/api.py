@@ -272,6 +272,8 @@ def fit(
     tuning: Tuning | None = None,
     se: bool = False,
     criterion: str = "bic",
+    bootstrap: int = 0,
+    bootstrap_level: float = 0.95,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -373,6 +375,14 @@ def fit(
         ``summary.message``, where a parameter lies on its constraint's boundary or the
         information is not positive definite. They cost ``2 P^2 + 1`` E-steps per dataset
         for ``P`` free parameters.
+    bootstrap : int, default 0
+        Mixture families: ``B`` datasets drawn from each fitted dataset's best fit (its
+        number of values each), refitted in one batch from ``n_starts`` random starts with
+        the same settings; percentile intervals of every parameter in an ``intervals``
+        table (``FitResult.intervals``).  Costs ``B`` times the fit.
+    bootstrap_level : float, default 0.95
+        Coverage of the bootstrap intervals: the ``(1 - level) / 2`` and ``(1 + level) /
+        2`` quantiles of the refitted parameters.
     criterion : {"bic", "aic", "icl"}, default "bic"
         How a grid of sizes chooses each dataset's size: the smallest value among the sizes
         with a usable fit (the smaller size on a tie).  "icl" (mixtures and HMMs) is the BIC
@@ -381,9 +391,10 @@ def fit(
     Returns
     -------
     FitResult
-        Tables ``summary``, ``components``, ``starts`` and ``start_values``; with a grid of
-        sizes also ``selection``, and the chosen size in a ``summary`` column named as the
-        grid (``n_components``, ``order`` or ``orders``).
+        Tables ``summary``, ``components``, ``starts`` and ``start_values``; with
+        ``bootstrap`` also ``intervals``; with a grid of sizes also ``selection``, and the
+        chosen size in a ``summary`` column named as the grid (``n_components``, ``order``
+        or ``orders``).
 
     Raises
     ------
@@ -428,11 +439,23 @@ def fit(
         seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
     else:
         seed = _check_int("seed", seed, 0, 2**64 - 1)  # (the starts use it modulo 2^64)
+    bootstrap = _check_int("bootstrap", bootstrap, 0)
+    if (isinstance(bootstrap_level, bool) or not isinstance(bootstrap_level, numbers.Real)
+            or not 0 < bootstrap_level < 1):
+        raise ValueError(f"bootstrap_level must be a number between 0 and 1 (the intervals' "
+                         f"coverage, e.g. 0.95); got bootstrap_level = {bootstrap_level!r}.")
+    if bootstrap and grid is not None:
+        raise ValueError(f"bootstrap= with a grid of sizes ({label} = "
+                         f"{[s for s, _, _ in sizes]}): bootstrap the size chosen, fitted alone.")
     if len(sizes) > 1 and init is not None:
         raise ValueError(f"init= with a grid of sizes ({label} = {[s for s, _, _ in sizes]}): "
                          "starting values have one size; fit that size on its own with init=.")
     pairs = fam.read(datasets, dataset_col, value_col, sizes[0][2])
     fitted = [_model(fam, pairs, m, dtype, tuning, opts) for _, m, opts in sizes]  # all checked
+    if bootstrap and getattr(getattr(fitted[0], "family", None), "draw", None) is None:
+        raise ValueError(f"bootstrap= needs a sampler of the fitted model; the {fam.name!r} "
+                         "family has none yet (the mixture families have): leave bootstrap "
+                         "out, or use se=True for standard errors.")
     if criterion == "icl" and not result_class(fitted[0]).has_icl:
         raise ValueError(f"criterion='icl' needs the posterior probabilities of a mixture or "
                          f"HMM; the {fam.name!r} family has none: use 'bic' or 'aic'.")
@@ -461,6 +484,12 @@ def fit(
                for (size, _, _), model in zip(sizes, fitted, strict=True)}
     if grid is None:
         result = results[sizes[0][0]]
+        if bootstrap:
+            boot = dict(n_starts=n_starts, seed=seed, user=None, dtype=dtype, max_iter=max_iter,
+                        tol=float(tol), init_method=init_method, reg_covar=float(reg_covar),
+                        engine=engine, strict=False, progress=progress, se=False, t0=t0)
+            bootstrap_intervals(result, fitted[0], bootstrap, float(bootstrap_level), boot)
+            result.elapsed = time.perf_counter() - t0
     else:
         from .result.selection import choose
 
@@ -828,6 +857,43 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
         job.common_params = params[0]
     select.run(job, engine, Progress(False, len(job.fit_ds)))
     return job
+
+
+def bootstrap_intervals(result: FitResult, model: Any, B: int, level: float,
+                        fit_args: dict) -> None:
+    """Parametric bootstrap of a mixture fit, added to ``result`` in place: ``B`` datasets
+    drawn from every fitted dataset's best fit, each with that dataset's number of values
+    (seeded by the fit's seed and the dataset's place), refitted in one batch
+    (:func:`_fit_model` with ``fit_args``); the ``intervals`` table holds, per (dataset,
+    parameter in :meth:`Layout.names` order), the estimate, the ``(1 - level) / 2`` and
+    ``(1 + level) / 2`` quantiles of the refits' parameters and ``n_boot``, the refits
+    that have a usable start."""
+    import pandas as pd
+
+    vids = list(result._best)
+    lay = model.params_layout
+    n_obs = dict(zip(result.summary.iloc[:, 0], result.summary["n_obs"], strict=True))
+    pairs = []
+    for j, v in enumerate(vids):
+        n = int(n_obs[v])
+        rng = np.random.default_rng(np.random.SeedSequence([fit_args["seed"], j]))
+        x, _ = model.family.sample(result._best[v][0], model.n_components, B * n, rng)
+        pairs.extend((len(pairs), x[b * n:(b + 1) * n]) for b in range(B))
+    refit = _fit_model(model, pairs, **fit_args) if pairs else None
+    draws = np.full((len(vids), B, lay.size), np.nan)
+    for k, (params, _) in (refit._best.items() if refit is not None else ()):
+        draws[k // B, k % B] = params
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset without a refit: NaN
+        lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=1)
+    names = lay.names()
+    estimate = np.stack([result._best[v][0] for v in vids]) if vids else draws[:, 0]
+    result.tables["intervals"] = pd.DataFrame({
+        result.summary.columns[0]: np.repeat(np.asarray(vids, dtype=object), lay.size),
+        "parameter": np.tile(np.asarray(names, dtype=object), len(vids)),
+        "estimate": estimate.reshape(-1), "lower": lo.reshape(-1), "upper": hi.reshape(-1),
+        "n_boot": np.repeat(np.isfinite(draws[:, :, 0]).sum(axis=1), lay.size),
+    })
 
 
 def standard_errors(result: FitResult, engine: str, reg: float) -> None:

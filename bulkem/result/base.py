@@ -289,7 +289,8 @@ class FitResult:
 
         Columns ``dataset``, the size (``n_components``, ``order`` or ``orders``),
         ``status``, ``loglik``, ``n_params``, ``aic``, ``bic``, ``icl`` (mixtures and
-        HMMs), ``n_iter`` of the best start, ``n_best`` (usable starts within
+        HMMs: computed here on first use, a pass over the data at every size),
+        ``n_iter`` of the best start, ``n_best`` (usable starts within
         ``bulkem.tuning.REACHED_RTOL``, relative, of the best start's log-likelihood: how
         often the random starts found it) and ``chosen`` (the size of the smallest
         criterion among the fitted sizes; the first on a tie).
@@ -297,7 +298,18 @@ class FitResult:
         if "selection" not in self.tables:
             raise ValueError("no selection table: fit a grid of sizes to get one "
                              "(n_components=[1, 2, 3], order=[1, 2] or orders=[...]).")
-        return self.tables["selection"]
+        from .selection import with_icl
+
+        return with_icl(self)
+
+    @property
+    def intervals(self) -> pd.DataFrame:
+        """Parametric-bootstrap percentile intervals (``fit(bootstrap=B)``): one row per
+        (dataset, parameter): ``parameter`` (``weight_1``, ``mu_2``, ``mean_1_2``...),
+        ``estimate``, ``lower``, ``upper`` and ``n_boot`` (refits with a usable start)."""
+        if "intervals" not in self.tables:
+            raise ValueError("no intervals table: fit with bootstrap=B (e.g. 200) to get one.")
+        return self.tables["intervals"]
 
     def for_size(self, size: Any) -> FitResult:
         """The fits of every dataset at one size of a grid fit (its own tables and methods).

@@ -75,9 +75,13 @@ class Family:
     subset_init : numba dispatcher
         ``subset_init(x, idx, out)``: starting parameters from the
         observations ``x[idx[l]]`` drawn for each component ``l``.
+    draw : callable, optional
+        ``draw(records (M, per_component), components (n,), rng) -> values``: one value
+        from each given component (host NumPy), for :meth:`sample` and the bootstrap.
     log_terms : callable
         ``log_terms(values, params, M) -> (base, logq)``, each an ndarray
-        (n_obs, M): host NumPy ``log(w_l p_l(x_i)) = base - exp(logq)``, with
+        (n_obs, M), ``params`` one fit's (M P,) or a row per value (n_obs, M P):
+        host NumPy ``log(w_l p_l(x_i)) = base - exp(logq)``, with
         ``base`` the normalising terms and ``logq`` the log of the centred,
         scaled quadratic term, both free of overflow (see
         :meth:`log_components`).
@@ -153,6 +157,7 @@ class Family:
     order_key: Callable
     blocks: Callable
     centre_init: Callable | None = None
+    draw: Callable | None = None
     default_init: str = "subset"
     linear_logdens: bool = False
     exact_coef: Callable | None = None
@@ -203,6 +208,17 @@ class Family:
             safe = np.where(np.isfinite(top), top, 0.0)
             out = (top + np.log(np.sum(np.exp(lc - safe), axis=1, keepdims=True)))[:, 0]
         return np.where(np.isnan(out) | (out < -LOG_DENSITY_FLOOR), -LOG_DENSITY_FLOOR, out)
+
+    def sample(self, params: np.ndarray, n_components: int, n: int,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` values drawn from one fit's mixture (host NumPy), and each one's component
+        (from 0): ``(values (n,) or (n, D), components (n,))``."""
+        if self.draw is None:
+            raise NotImplementedError(f"the {self.name!r} family has no sampler")
+        p = np.asarray(params, dtype=np.float64).reshape(n_components, -1)
+        w = np.clip(p[:, 0], 0.0, None)
+        comp = rng.choice(n_components, size=int(n), p=w / w.sum())
+        return self.draw(p, comp, rng), comp
 
     def proba(self, values: np.ndarray, params: np.ndarray, n_components: int) -> np.ndarray:
         """Posterior probabilities of the components at each value (rows sum to 1).

@@ -364,14 +364,17 @@ def obs_const(values: np.ndarray) -> np.ndarray:
 
 
 def _split(params: np.ndarray, n_components: int):
-    p = np.asarray(params, dtype=np.float64).reshape(n_components, -1)
-    D = (p.shape[1] - 1) // 2
-    return p[:, 0], p[:, 1 : 1 + D], p[:, 1 + D :]
+    """Weights (k, M), means and variances (k, M, D) of ``params`` (M P,) or (k, M P)."""
+    p = np.asarray(params, dtype=np.float64)
+    p = p.reshape(len(p) if p.ndim == 2 else 1, n_components, -1)
+    D = (p.shape[2] - 1) // 2
+    return p[:, :, 0], p[:, :, 1 : 1 + D], p[:, :, 1 + D :]
 
 
 def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     """``log(w_l p_l(x_i)) = base - exp(logq)``, both of shape (n_obs, M), overflow-free.
 
+    ``params`` is one fit's (M P,) or one row per value (n_obs, M P).
     ``q = 1/2 sum_d z_d^2`` with ``z = (x - mean) / sd`` (centred and scaled
     per component), its logarithm taken relative to the largest ``|z_d|`` so
     that points far beyond ~1e154 standard deviations still have a finite
@@ -380,19 +383,26 @@ def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     w, mu, var = _split(params, n_components)
     x = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        base = np.log(w) - 0.5 * np.sum(np.log(var) + LOG_2PI, axis=1)
+        base = np.log(w) - 0.5 * np.sum(np.log(var) + LOG_2PI, axis=2)
         base = np.broadcast_to(base, (len(x), n_components))
-        diff = x[:, None, :] - mu[None]
-        lz = np.log(np.abs(diff)) - 0.5 * np.log(var)[None]  # log |z|
+        diff = x[:, None, :] - mu
+        lz = np.log(np.abs(diff)) - 0.5 * np.log(var)  # log |z|
         over = ~np.isfinite(diff)
         if over.any():  # x - mean beyond the float range: halve both first
-            half = np.log(np.abs(0.5 * x[:, None, :] - 0.5 * mu[None])) + np.log(2.0)
-            lz = np.where(over, half - 0.5 * np.log(var)[None], lz)
+            half = np.log(np.abs(0.5 * x[:, None, :] - 0.5 * mu)) + np.log(2.0)
+            lz = np.where(over, half - 0.5 * np.log(var), lz)
         top = np.max(lz, axis=2, keepdims=True)
         safe = np.where(np.isfinite(top), top, 0.0)
         logq = (np.log(0.5) + 2.0 * top[:, :, 0]
                 + np.log(np.sum(np.exp(2.0 * (lz - safe)), axis=2)))
     return base, logq
+
+
+def draw(records: np.ndarray, comp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One value (n, D) of each given component (``records`` rows w, means, variances)."""
+    D = (records.shape[1] - 1) // 2
+    mean, var = records[comp, 1 : 1 + D], records[comp, 1 + D :]
+    return mean + np.sqrt(var) * rng.standard_normal(mean.shape)
 
 
 def blocks(n_components: int, n_dims: int) -> tuple[Block, ...]:
@@ -429,6 +439,7 @@ FAMILY = Family(
     coef_bound=coef_bound,
     subset_init=subset_init,
     log_terms=log_terms,
+    draw=draw,
     order_key=order_key,
     blocks=blocks,
     centre_init=centre_init,

@@ -160,13 +160,15 @@ def obs_const(values: np.ndarray) -> np.ndarray:
 def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     """``log(w_l p_l(x_i)) = base - exp(logq)``, both of shape (n_obs, M), overflow-free.
 
+    ``params`` is one fit's (M P,) or one row per value (n_obs, M P).
     ``q = lambda (x - mu)^2 / (2 mu^2 x) = lambda/2 a (a / x)`` with
     ``a = (x - mu) / mu``, evaluated as that product (accurate, centred) and,
     where the product overflows, from its logarithm.  ``x <= 0`` has density 0.
     """
     x = np.asarray(values, dtype=np.float64)[:, None]
-    p = np.asarray(params, dtype=np.float64).reshape(n_components, _P)
-    w, mu, lam = p[:, 0], p[:, 1], p[:, 2]
+    p = np.asarray(params, dtype=np.float64)  # one fit's (M P,) or a row per value (n, M P)
+    p = p.reshape(len(p) if p.ndim == 2 else 1, n_components, _P)
+    w, mu, lam = p[:, :, 0], p[:, :, 1], p[:, :, 2]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         base = np.log(w) + 0.5 * (np.log(lam) - LOG_2PI) - 1.5 * np.log(x)
         a = (x - mu) / mu
@@ -180,6 +182,11 @@ def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
             logq = np.where(big, np.log(0.5 * lam) + 2.0 * la - np.log(x), logq)
     pos = x > 0
     return np.where(pos, base, -np.inf), np.where(pos & (x != mu), logq, -np.inf)
+
+
+def draw(records: np.ndarray, comp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One inverse-Gaussian value of each given component (``records`` rows w, mu, lambda)."""
+    return rng.wald(records[comp, 1], records[comp, 2])
 
 
 def blocks(n_components: int, n_dims: int) -> tuple[Block, ...]:
@@ -214,6 +221,7 @@ FAMILY = Family(
     coef_bound=coef_bound,
     subset_init=subset_init,
     log_terms=log_terms,
+    draw=draw,
     order_key=order_key,
     blocks=blocks,
     linear_logdens=True,  # c0 + c1 x + c2 (1/x): linear in the statistics (1, x, 1/x)

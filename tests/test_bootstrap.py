@@ -1,0 +1,87 @@
+"""``fit(bootstrap=B)``: parametric-bootstrap percentile intervals of the mixtures (issue 32),
+their coverage on simulated data, and ``sample``."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import bulkem
+
+TRUTH = {"weight_1": 0.4, "mu_1": 1.0, "lambda_1": 8.0, "weight_2": 0.6, "mu_2": 4.0,
+         "lambda_2": 30.0}
+
+
+def _draw(n_datasets, n_obs, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_datasets):
+        first = rng.random(n_obs) < TRUTH["weight_1"]
+        out.append(np.where(first, rng.wald(TRUTH["mu_1"], TRUTH["lambda_1"], n_obs),
+                            rng.wald(TRUTH["mu_2"], TRUTH["lambda_2"], n_obs)))
+    return out
+
+
+def _coverage(n_datasets, n_obs, B, seed, level=0.9):
+    x = _draw(n_datasets, n_obs, seed)
+    res = bulkem.fit(x, n_components=2, n_starts=3, max_iter=300, seed=seed, backend="cpu",
+                     bootstrap=B, bootstrap_level=level)
+    iv = res.intervals
+    iv = iv.assign(truth=iv.parameter.map(TRUTH))
+    return ((iv.lower <= iv.truth) & (iv.truth <= iv.upper)).groupby(iv.parameter).mean(), res
+
+
+def test_intervals_table_is_deterministic_and_holds_the_estimates(seed):
+    x = _draw(3, 200, seed)
+    kw = dict(n_components=2, n_starts=2, seed=seed, backend="cpu", bootstrap=8)
+    res = bulkem.fit(x, **kw)
+    iv = res.intervals
+    assert list(iv.columns) == ["dataset", "parameter", "estimate", "lower", "upper", "n_boot"]
+    assert iv.parameter.tolist()[:6] == list(TRUTH)
+    assert (iv.n_boot == 8).all() and (iv.lower <= iv.upper).all()
+    c = res.components
+    assert np.array_equal(iv[iv.parameter == "mu_2"].estimate, c[c.component == 2].mu)
+    again = bulkem.fit(x, **kw)
+    assert again.intervals.equals(iv)
+    narrow = bulkem.fit(x, bootstrap_level=0.5, **kw).intervals
+    assert (narrow.upper - narrow.lower <= iv.upper - iv.lower + 1e-12).all()
+
+
+def test_ninety_percent_intervals_cover_the_truth_about_ninety_percent(seed):
+    """A small version of the coverage check (the long one: BULKEM_LONG_TESTS=1)."""
+    cover, _ = _coverage(60, 400, 60, seed)
+    assert ((cover > 0.7) & (cover <= 1.0)).all(), cover
+
+
+@pytest.mark.skipif(not os.environ.get("BULKEM_LONG_TESTS"), reason="long: BULKEM_LONG_TESTS=1")
+def test_coverage_on_a_thousand_datasets(seed):
+    cover, _ = _coverage(1000, 400, 200, seed)
+    assert ((cover >= 0.85) & (cover <= 0.95)).all(), cover
+
+
+def test_sample_draws_from_the_fitted_mixture(seed):
+    x = _draw(1, 300, seed)
+    res = bulkem.fit(x, n_components=2, n_starts=3, seed=seed, backend="cpu")
+    p = res.params(0)
+    values, comp = res.sample(0, 200_000, seed=1)
+    assert values.shape == (200_000,) and set(np.unique(comp)) == {1, 2}
+    assert np.isclose(np.mean(comp == 1), p["weight"][0], atol=5e-3)
+    assert np.isclose(values[comp == 2].mean(), p["mu"][1], rtol=5e-3)
+    X = [np.random.default_rng(seed).normal(size=(100, 2))]
+    g = bulkem.fit(X, family="gaussian", n_components=1, n_starts=1, backend="cpu")
+    v, _ = g.sample(0, 50_000, seed=2)
+    assert v.shape == (50_000, 2)
+    assert np.allclose(v.mean(axis=0), g.params(0)["mean"][0], atol=0.03)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_components=[1, 2], bootstrap=5), r"bootstrap= with a grid of sizes"),
+    (dict(bootstrap=-1), r"bootstrap must be >= 0"),
+    (dict(bootstrap=5, bootstrap_level=1.0), r"bootstrap_level must be a number between 0"),
+    (dict(family="ar", order=1, bootstrap=5), r"the 'ar' family has none yet"),
+])
+def test_bootstrap_arguments_are_checked_at_once(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bulkem.fit([np.linspace(0.5, 2.0, 40)], backend="cpu", **kwargs)
