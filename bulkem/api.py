@@ -94,6 +94,9 @@ class Job:
     # An evaluation by the Kalman filter: the time step where each fit's filter stopped
     # (status NOT_POSITIVE_DEFINITE), else -1.
     stopped_at: np.ndarray | None = None
+    # Whether the tables number each best fit's components (states, branches) in the model's
+    # canonical order (``fit(reorder=...)``); False: in the order the fit holds them.
+    reorder: bool = True
 
     @property
     def tuning(self) -> Tuning:
@@ -274,6 +277,7 @@ def fit(
     criterion: str = "bic",
     bootstrap: int = 0,
     bootstrap_level: float = 0.95,
+    reorder: bool = True,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -315,7 +319,10 @@ def fit(
         Starts per dataset: the rows of ``init`` first, then random starts
         drawn by ``init_method``.
     max_iter : int, default 100
-        Most M-steps per start.
+        Most M-steps per start.  ``max_iter=0`` with ``init`` makes a result of the given
+        parameters, unfitted (status ``max_iter``, their log-likelihood): its methods
+        (``predict_proba``, ``decode``, ``score``, ``sample``...) then use a published or
+        hand-made model (``reorder=False`` keeps its components in the given order).
     tol : float, default 1e-6
         A start has converged when its log-likelihood changes by less than
         this between iterations.  ``tol=0`` runs exactly ``max_iter``.
@@ -383,6 +390,10 @@ def fit(
     bootstrap_level : float, default 0.95
         Coverage of the bootstrap intervals: the ``(1 - level) / 2`` and ``(1 + level) /
         2`` quantiles of the refitted parameters.
+    reorder : bool, default True
+        Number each best fit's components, states or branches in the family's canonical
+        order (by location); False keeps the order the fit holds them in, that of ``init``
+        for a fit from given starting values.
     criterion : {"bic", "aic", "icl"}, default "bic"
         How a grid of sizes chooses each dataset's size: the smallest value among the sizes
         with a usable fit (the smaller size on a tie).  "icl" (mixtures and HMMs) is the BIC
@@ -414,7 +425,7 @@ def fit(
     else:
         label, sizes = grid
     n_starts = _check_int("n_starts", n_starts, 1)
-    max_iter = _check_int("max_iter", max_iter, 1)
+    max_iter = _check_int("max_iter", max_iter, 0)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
         raise ValueError(f"tol must be a number >= 0; got tol = {tol!r}.")
     if not np.isfinite(tol):
@@ -427,6 +438,8 @@ def fit(
         raise TypeError(f"se must be True or False; got se = {se!r}.")
     if not isinstance(strict, (bool, np.bool_)):
         raise TypeError(f"strict must be True or False; got strict = {strict!r}.")
+    if not isinstance(reorder, (bool, np.bool_)):
+        raise TypeError(f"reorder must be True or False; got reorder = {reorder!r}.")
     if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
         raise TypeError(f"progress must be True, False, None or a callable progress(done, "
                         f"total); got progress = {progress!r}.")
@@ -480,14 +493,16 @@ def fit(
             )
     engine = resolve_backend(backend)
     results = {size: _fit_model(model, pairs, n_starts, seed, user, dtype, max_iter, float(tol),
-                                init_method, float(reg_covar), engine, strict, progress, se, t0)
+                                init_method, float(reg_covar), engine, strict, progress, se, t0,
+                                bool(reorder))
                for (size, _, _), model in zip(sizes, fitted, strict=True)}
     if grid is None:
         result = results[sizes[0][0]]
         if bootstrap:
             boot = dict(n_starts=n_starts, seed=seed, user=None, dtype=dtype, max_iter=max_iter,
                         tol=float(tol), init_method=init_method, reg_covar=float(reg_covar),
-                        engine=engine, strict=False, progress=progress, se=False, t0=t0)
+                        engine=engine, strict=False, progress=progress, se=False, t0=t0,
+                        reorder=bool(reorder))
             bootstrap_intervals(result, fitted[0], bootstrap, float(bootstrap_level), boot)
             result.elapsed = time.perf_counter() - t0
     else:
@@ -515,7 +530,8 @@ def fit(
 
 def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: str,
                max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
-               strict: bool, progress: Any, se: bool, t0: float) -> FitResult:
+               strict: bool, progress: Any, se: bool, t0: float,
+               reorder: bool = True) -> FitResult:
     """Pack the datasets for ``model``, fit every (dataset, start) and build the tables."""
     packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
@@ -525,6 +541,7 @@ def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: s
 
     job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, tol,
                    init_method, reg_covar)
+    job.reorder = reorder
     bar = Progress(progress, len(job.fit_ds))
     compiled = (model.key, engine, np.dtype(dtype).name)
     if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded

@@ -81,6 +81,7 @@ def test_sample_draws_from_the_fitted_mixture(seed):
     (dict(bootstrap=-1), r"bootstrap must be >= 0"),
     (dict(bootstrap=5, bootstrap_level=1.0), r"bootstrap_level must be a number between 0"),
     (dict(family="ar", order=1, bootstrap=5), r"the 'ar' family has none yet"),
+    (dict(bootstrap=5, checkpoint="unused"), r"bootstrap= is fitted in memory"),
 ])
 def test_bootstrap_arguments_are_checked_at_once(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -22,7 +22,7 @@ GOOD = demo(1, 60, 5)[0]
         (dict(n_components=0), ValueError, "n_components must be >= 1"),
         (dict(n_components=1.5), TypeError, "n_components must be an integer"),
         (dict(n_starts=0), ValueError, "n_starts must be >= 1"),
-        (dict(max_iter=0), ValueError, "max_iter must be >= 1"),
+        (dict(max_iter=-1), ValueError, "max_iter must be >= 0"),
         (dict(tol=-1.0), ValueError, "tol must be a number >= 0"),
         (dict(family="gamma"), ValueError, "unknown family 'gamma'"),
         (dict(backend="tpu"), ValueError, "unknown backend 'tpu'"),

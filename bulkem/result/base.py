@@ -260,7 +260,9 @@ class FitResult:
 
         fitted = rows[has]
         NP = job.params.shape[1]
-        bp = model.canonical(job.params.reshape(n_valid, n_starts, NP)[fitted, best[fitted]])
+        bp = job.params.reshape(n_valid, n_starts, NP)[fitted, best[fitted]]
+        if job.reorder:
+            bp = model.canonical(bp)
         components = _frame({
             "dataset": np.repeat(vids[fitted], M),
             model.component_label: np.tile(np.arange(1, M + 1), len(fitted)),

@@ -201,7 +201,7 @@ def model_for(kwargs: dict, data: Any) -> Any:
 
 def check_splittable(kwargs: dict) -> None:
     """Raise if fits of parts of the data would build different models than one fit, or
-    for a grid of sizes (whose model choice is made over the whole call).
+    for a grid of sizes or a bootstrap (made over the whole call).
 
     A categorical hidden Markov model counts its symbols over all the data it
     is given (``n_symbols`` left out), so each chunk or partition could count
@@ -212,6 +212,9 @@ def check_splittable(kwargs: dict) -> None:
         raise ValueError("a grid of sizes (n_components=[...], order=[...] or orders=[...]) "
                          "is fitted in memory by bulkem.fit without checkpoint= or Dask: run "
                          "one checkpointed or distributed fit per size.")
+    if kwargs.get("bootstrap"):
+        raise ValueError("bootstrap= is fitted in memory by bulkem.fit without checkpoint= or "
+                         "Dask; run the bootstrap on the datasets that need it without them.")
     if (kwargs.get("family") == "hmm" and kwargs.get("emission", "gaussian") == "categorical"
             and kwargs.get("n_symbols") is None):
         raise ValueError(
