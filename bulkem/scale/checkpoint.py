@@ -57,6 +57,9 @@ CHUNK_NAME = re.compile(r"chunk-(\d{6})")
 # change the tables.
 # (tuning: speed and sum order; criterion: a grid's choice, and a grid is not checkpointed)
 NOT_COMPARED = ("backend", "progress", "strict", "tuning", "criterion")
+# Arguments bulkem.fit gained after checkpoints were first written, with their defaults: left
+# out of the manifest at those values, so that a run written before them resumes.
+LATER_DEFAULTS = {"bootstrap": 0, "bootstrap_level": 0.95, "reorder": True}
 # Warnings of bulkem.fit that a chunked run replaces by one for the whole run.
 _BATCH_WARNINGS = ("datasets are invalid and were not fitted", "have no usable start")
 
@@ -602,7 +605,8 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     kwargs["seed"] = resolve_seed(run, kwargs.get("seed"))
     bounds = list(chunk_bounds(chunks.n, per_chunk))
     hashes = [hash_input(chunks.get(lo, hi)) for _, lo, hi in bounds]
-    arguments = {k: v for k, v in kwargs.items() if k not in NOT_COMPARED}
+    arguments = {k: v for k, v in kwargs.items() if k not in NOT_COMPARED
+                 and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
     whole = hashlib.blake2b("".join(hashes).encode(), digest_size=16).hexdigest()
     run.start("fit", arguments, per_chunk,
               {"n_datasets": chunks.n, "hash": whole, "chunk_hashes": hashes})
