@@ -94,6 +94,9 @@ class Job:
     # An evaluation by the Kalman filter: the time step where each fit's filter stopped
     # (status NOT_POSITIVE_DEFINITE), else -1.
     stopped_at: np.ndarray | None = None
+    # Each fit's log-likelihood after 0, 1, ... M-steps (n_fits, max_iter + 1), written by the
+    # engines up to its n_iter (fit(trace=True)); None: not kept.
+    trace: np.ndarray | None = None
     # Whether the tables number each best fit's components (states, branches) in the model's
     # canonical order (``fit(reorder=...)``); False: in the order the fit holds them.
     reorder: bool = True
@@ -278,6 +281,7 @@ def fit(
     bootstrap: int = 0,
     bootstrap_level: float = 0.95,
     reorder: bool = True,
+    trace: bool = False,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -390,6 +394,11 @@ def fit(
     bootstrap_level : float, default 0.95
         Coverage of the bootstrap intervals: the ``(1 - level) / 2`` and ``(1 + level) /
         2`` quantiles of the refitted parameters.
+    trace : bool, default False
+        Keep every start's log-likelihood after each iteration: a ``trace`` table, one row
+        per (dataset, start, iteration): ``iteration`` (M-steps done, from 0) and
+        ``loglik``, for convergence plots.  Recorded by the bulk strategy (and the CPU's
+        one-large-dataset regime); ``n_fits x (max_iter + 1)`` numbers of memory.
     reorder : bool, default True
         Number each best fit's components, states or branches in the family's canonical
         order (by location); False keeps the order the fit holds them in, that of ``init``
@@ -440,6 +449,8 @@ def fit(
         raise TypeError(f"strict must be True or False; got strict = {strict!r}.")
     if not isinstance(reorder, (bool, np.bool_)):
         raise TypeError(f"reorder must be True or False; got reorder = {reorder!r}.")
+    if not isinstance(trace, (bool, np.bool_)):
+        raise TypeError(f"trace must be True or False; got trace = {trace!r}.")
     if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
         raise TypeError(f"progress must be True, False, None or a callable progress(done, "
                         f"total); got progress = {progress!r}.")
@@ -494,7 +505,7 @@ def fit(
     engine = resolve_backend(backend)
     results = {size: _fit_model(model, pairs, n_starts, seed, user, dtype, max_iter, float(tol),
                                 init_method, float(reg_covar), engine, strict, progress, se, t0,
-                                bool(reorder))
+                                bool(reorder), bool(trace))
                for (size, _, _), model in zip(sizes, fitted, strict=True)}
     if grid is None:
         result = results[sizes[0][0]]
@@ -531,7 +542,7 @@ def fit(
 def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: str,
                max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
                strict: bool, progress: Any, se: bool, t0: float,
-               reorder: bool = True) -> FitResult:
+               reorder: bool = True, trace: bool = False) -> FitResult:
     """Pack the datasets for ``model``, fit every (dataset, start) and build the tables."""
     packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
@@ -542,6 +553,8 @@ def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: s
     job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, tol,
                    init_method, reg_covar)
     job.reorder = reorder
+    if trace:
+        job.trace = np.full((len(job.fit_ds), max_iter + 1), np.nan)
     bar = Progress(progress, len(job.fit_ds))
     compiled = (model.key, engine, np.dtype(dtype).name)
     if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
@@ -559,6 +572,8 @@ def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: s
         bar.close()
     result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
                              time.perf_counter() - t0, early or None)
+    if trace:
+        result.tables["trace"] = _trace_table(result, job)
     if se:
         standard_errors(result, engine, reg_covar)
     return result
@@ -874,6 +889,22 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
         job.common_params = params[0]
     select.run(job, engine, Progress(False, len(job.fit_ds)))
     return job
+
+
+def _trace_table(result: FitResult, job: Job) -> pd.DataFrame:
+    """The ``trace`` table: each fit's log-likelihood after 0 .. n_iter M-steps, one row per
+    (dataset, start, iteration), in the ``starts`` table's order."""
+    import pandas as pd
+
+    n = np.where(job.n_iter >= 0, job.n_iter + 1, 0).astype(np.int64)
+    fit = np.repeat(np.arange(len(n)), n)
+    first = np.zeros(len(n) + 1, np.int64)
+    np.cumsum(n, out=first[1:])
+    iteration = np.arange(len(fit)) - first[fit]
+    starts = result.starts
+    return pd.DataFrame({starts.columns[0]: starts.iloc[:, 0].to_numpy()[fit],
+                         "start": starts["start"].to_numpy()[fit], "iteration": iteration,
+                         "loglik": job.trace[fit, iteration]})
 
 
 def bootstrap_intervals(result: FitResult, model: Any, B: int, level: float,

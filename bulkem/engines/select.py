@@ -122,6 +122,13 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
     calls it while the GPU runs; the other strategies draw every start first).
     """
     strategy = choose(job, engine)
+    if job.trace is not None and not (strategy == "bulk" or (strategy, engine) == ("large",
+                                                                                    "cpu")):
+        raise ValueError(f"trace=True is recorded by the one EM driver's engines (the 'bulk' "
+                         f"strategy; 'large' on the CPU), but this batch runs the "
+                         f"{strategy!r} strategy on the {engine} engine; pass "
+                         "tuning=Tuning(strategy='bulk') (slower for this batch) or leave "
+                         "trace out.")
     if strategy is None:
         return None
     if strategy in KALMAN:

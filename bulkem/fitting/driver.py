@@ -87,7 +87,7 @@ def make_em(model, dtype, target):
     callable
         ``em(data, data64, lo, hi, lane, step, const, params, tot, coef, work,
         stats, scratch, work64, scratch64, back, buf, xc, max_iter, tol,
-        drop_rtol, drop64, reg) -> (status, n_iter, loglik)``: ``data`` is the
+        drop_rtol, drop64, reg, trace) -> (status, n_iter, loglik)``: ``data`` is the
         model's batch tuple in the compute dtype and ``data64`` in float64
         (the same tuple in float64), ``lo, hi`` the dataset's items, ``const``
         its constant log-likelihood term; ``params`` (float64) is updated in
@@ -99,6 +99,9 @@ def make_em(model, dtype, target):
         lane's buffer.  ``xc`` is ``EXP_CONSTS``.  ``drop_rtol`` is the
         tolerated fall (``Tuning.decrease_rtol``) of the compute dtype, ``drop64``
         that of float64 (a float32 fit's float64 refit, on targets that refit).
+        ``trace`` (float64, length ``max_iter + 1`` or 0) gets the log-likelihood after each
+        number of M-steps, ``trace[it]``, as far as it is long (a float32 fit's in float32,
+        but the last, the returned one; a refit writes it again from the start).
     """
     sizes = model.sizes()
     NT = sizes.totals
@@ -117,7 +120,7 @@ def make_em(model, dtype, target):
     setup64, prepare64, estep64 = wide.setup, wide.prepare, wide.estep
 
     def em(data, data64, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch,
-           work64, scratch64, back, buf, xc, max_iter, tol, drop_rtol, drop64, reg):
+           work64, scratch64, back, buf, xc, max_iter, tol, drop_rtol, drop64, reg, trace):
         nt = len(tot) if RUNTIME else NT
         np_ = len(params) if RUNTIME else NP
         for k in range(nt):
@@ -126,22 +129,25 @@ def make_em(model, dtype, target):
         allreduce_vec(tot, 0, nt)
         if not NARROW:
             return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
-                          scratch64, buf, xc, max_iter, tol, drop_rtol, reg)
+                          scratch64, buf, xc, max_iter, tol, drop_rtol, reg, trace)
         if REDO_HERE:
             for k in range(np_):
                 back[k] = params[k]
         status, it, ll = loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats,
-                              scratch, buf, xc, max_iter, tol, drop_rtol, reg)
+                              scratch, buf, xc, max_iter, tol, drop_rtol, reg, trace)
         if status >= 0:  # the returned log-likelihood, in float64 at the same parameters
             base = prepare64(data64, params, tot, coef, work64)
             ll = estep64(data64, lo + lane, hi, step, work64, stats, scratch64, buf, xc)
-            return status, it, allreduce(ll) + base + const
+            ll = allreduce(ll) + base + const
+            if lane == 0 and it < len(trace):
+                trace[it] = ll
+            return status, it, ll
         if not REDO_HERE:
             return REDO, it, ll
         for k in range(np_):  # float32 gave up: the fit again, in float64, from its start
             params[k] = back[k]
         return loop64(data64, lo, hi, lane, step, const, params, tot, coef, work64, stats,
-                      scratch64, buf, xc, max_iter, tol, drop64, reg)
+                      scratch64, buf, xc, max_iter, tol, drop64, reg, trace)
 
     return target.jit(em)
 
@@ -182,7 +188,7 @@ def _make_loop(pieces, NS, target, give_up: bool, jit):
     """The EM iterations of :func:`make_em` with one set of pieces (one compute dtype).
 
     ``loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats,
-    scratch, buf, xc, max_iter, tol, drop_rtol, reg) -> (status, n_iter,
+    scratch, buf, xc, max_iter, tol, drop_rtol, reg, trace) -> (status, n_iter,
     loglik)``, compiled with ``jit``.  With ``give_up``, a fit it would stop as
     degenerate returns status -1 instead.  On the CPU (one thread a fit) ``lane``
     and ``step`` are the constants 0 and 1, so that the inlined passes are compiled
@@ -200,7 +206,7 @@ def _make_loop(pieces, NS, target, give_up: bool, jit):
     ONE_THREAD = target.name != "cuda"  # (and the sizes may be run-time values: len(stats))
 
     def loop(data, lo, hi, lane, step, const, params, tot, coef, work, stats, scratch, buf, xc,
-             max_iter, tol, drop_rtol, reg):
+             max_iter, tol, drop_rtol, reg, trace):
         if ONE_THREAD:
             lane = 0
             step = 1
@@ -216,6 +222,8 @@ def _make_loop(pieces, NS, target, give_up: bool, jit):
             ll = allreduce(ll) + base + const
             allreduce_vec(stats, FIRST, ns)
             complete_f(data, stats, tot)
+            if lane == 0 and it < len(trace):  # the log-likelihood after ``it`` M-steps
+                trace[it] = ll
             status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
             if status >= 0:
                 return -1 if GIVE_UP and status >= NONFINITE else status, it, ll

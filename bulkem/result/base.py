@@ -305,6 +305,15 @@ class FitResult:
         return with_icl(self)
 
     @property
+    def trace(self) -> pd.DataFrame:
+        """Every start's log-likelihood by iteration (``fit(trace=True)``): one row per
+        (dataset, start, iteration), ``iteration`` the M-steps done (0: at the start) and
+        ``loglik``; a start's last row is its ``starts.loglik``."""
+        if "trace" not in self.tables:
+            raise ValueError("no trace table: fit with trace=True to keep one.")
+        return self.tables["trace"]
+
+    @property
     def intervals(self) -> pd.DataFrame:
         """Parametric-bootstrap percentile intervals (``fit(bootstrap=B)``): one row per
         (dataset, parameter): ``parameter`` (``weight_1``, ``mu_2``, ``mean_1_2``...),

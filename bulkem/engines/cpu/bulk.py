@@ -38,7 +38,7 @@ def runner(model, dtype):
 
     @njit_cached(key, parallel=True)
     def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
-            tol, drop_rtol, drop64, reg, n_buf, sz):
+            tol, drop_rtol, drop64, reg, n_buf, sz, trace):
         NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -53,7 +53,7 @@ def runner(model, dtype):
             buf = np.empty(n_buf)
             st, it, ll = em(data, data64, offsets[d], offsets[d + 1], 0, 1, const[d], params[f],
                             tot, coef, work, stats, scratch, work64, scratch64, back, buf, xc,
-                            max_iter, tol, drop_rtol, drop64, reg)
+                            max_iter, tol, drop_rtol, drop64, reg, trace[f])
             status[f] = st
             n_iter[f] = it
             loglik[f] = ll
@@ -89,9 +89,10 @@ def run_fits(job, progress, on_starts=None) -> None:
     if progress.active:
         step = min(step, max(tuning.cpu_min_chunk_fits, -(-n // tuning.progress_steps)))
     sz = sizes_array(job.model)
+    trace = job.trace if job.trace is not None else np.empty((n, 0))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
-            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf, sz)
+            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf, sz, trace[lo:hi])
         progress(hi - lo)

@@ -40,12 +40,13 @@ def _cpu_runner(model, dtype):
     cdt = np.dtype(dtype).type
 
     @njit_cached(key)
-    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, drop64, reg, sz):
+    def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, drop64, reg, sz,
+            trace):
         NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
                   np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
                   np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, drop64,
-                  reg)
+                  reg, trace)
 
     _cpu_runners[key] = run
     return run
@@ -62,11 +63,12 @@ def run_fits(job, progress) -> None:
     sz = sizes_array(job.model)
     data64, offsets, const = job.kernel_data()
     data = data64 if job.dtype == np.float64 else narrow(data64, job.dtype)
+    trace = job.trace if job.trace is not None else np.empty((len(job.fit_ds), 0))
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
         st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
                          EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.drop_rtol64,
-                         job.reg, sz)
+                         job.reg, sz, trace[f])
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll

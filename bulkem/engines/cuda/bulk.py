@@ -180,10 +180,11 @@ def kernel(model, dtype, lanes: int = _WARP):
     """The bulk kernel of a model, compute dtype and lanes per fit (compiled once, cached).
 
     ``kernel[grid, block, stream](data, data64, offsets, fit_ds, const, params, status, n_iter,
-    loglik, xc, max_iter, tol, drop_rtol, reg, picked, n_picked, buf)``: fits ``f`` (or, when
+    loglik, xc, max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace)``: fits ``f`` (or, when
     ``n_picked`` is not empty, the fits listed in ``picked[:n_picked[0]]``) of dataset
     ``fit_ds[f]``, whose items are ``offsets[d]:offsets[d + 1]``, from ``params[f]`` in place;
-    ``buf`` holds one column per thread of the grid (the model's per-lane buffer).
+    ``buf`` holds one column per thread of the grid (the model's per-lane buffer); ``trace``
+    a row per fit for its log-likelihood by iteration (no columns: none kept).
     """
     G = lanes
     dtype = np.dtype(dtype)
@@ -209,7 +210,7 @@ def kernel(model, dtype, lanes: int = _WARP):
 
     @cuda.jit(**opts)
     def bulk(data, data64, offsets, fit_ds, const, params_io, status, n_iter, loglik, xc,
-             max_iter, tol, drop_rtol, reg, picked, n_picked, buf):
+             max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace):
         tid = cuda.threadIdx.x
         f = cuda.blockIdx.x * FPB + tid // G
         lane = tid % G
@@ -236,7 +237,7 @@ def kernel(model, dtype, lanes: int = _WARP):
         d = fit_ds[f]
         st, it, ll = em(data, data64, offsets[d], offsets[d + 1], lane, G, const[d], params,
                         tot, coef, work, stats, scratch, work64, scratch64, back, row, xc,
-                        max_iter, tol, drop_rtol, drop_rtol, reg)  # (no refit here: REDO)
+                        max_iter, tol, drop_rtol, drop_rtol, reg, trace[f])  # (no refit here)
         if lane == 0:
             status[f] = st
             n_iter[f] = it
@@ -336,6 +337,7 @@ class Running(NamedTuple):
     bufs: buffers.Buffers  # results come back into the host buffer; held until the GPU is done
     status: object  # the device view of the status array, read for progress
     lane_buf: object  # the per-lane buffers, held until the GPU is done
+    trace: object  # each fit's log-likelihood by iteration (no columns without fit(trace=True))
 
 
 def launch(job, chunk, stream) -> Running:
@@ -391,15 +393,19 @@ def launch(job, chunk, stream) -> Running:
     rows = max(grid * threads, regrid * rethreads) if narrow else grid * threads
     lane_buf = _lane_buffer(rows, job.model.sizes().buf_per_len * chunk.longest)
     common = (params, status, n_iter, loglik, EXP_CONSTS, job.max_iter, job.tol)  # both kernels'
+    # The log-likelihood of every iteration (fit(trace=True)), else rows of none; a refit
+    # writes its fit's row again from the start (finish() keeps the first n_iter + 1).
+    trace = cuda.device_array((n, job.max_iter + 1 if job.trace is not None else 0),
+                              np.float64, stream=stream)
     bulk[grid, threads, stream](data, data64, offsets, fit_ds, const, *common, job.drop_rtol,
-                                job.reg, picked[:0], n_picked[:0], lane_buf)
+                                job.reg, picked[:0], n_picked[:0], lane_buf, trace)
     if narrow:
         # The float32 fits that gave up, again in float64 from their starts,
         # on the same stream: no waiting here.  The grid has room for all.
         _pick[(n + 255) // 256, 256, stream](status, REDO_FLOAT64, picked, n_picked)
         refit[regrid, rethreads, stream](data64, data64, offsets, fit_ds, const, *common,
                                          job.drop_rtol64, job.reg, picked,
-                                         n_picked, lane_buf)
+                                         n_picked, lane_buf, trace)
     back, end = layout[p][0], layout[p + 4][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().
@@ -409,7 +415,7 @@ def launch(job, chunk, stream) -> Running:
     if not SIMULATED:
         done = cuda.event()
         done.record(stream)
-    return Running(chunk, stream, done, layout, index, bufs, status, lane_buf)
+    return Running(chunk, stream, done, layout, index, bufs, status, lane_buf, trace)
 
 
 def finish(job, run: Running, watch=None) -> None:
@@ -444,6 +450,8 @@ def finish(job, run: Running, watch=None) -> None:
     params, status, n_iter, loglik = bufs.views(run.layout)[0][p:p + 4]
     job.params[fits], job.status[fits], job.n_iter[fits], job.loglik[fits] = (
         params, status, n_iter, loglik)
+    if job.trace is not None:
+        job.trace[fits] = run.trace.copy_to_host()
     buffers.give(bufs, job.tuning)
 
 
