@@ -933,11 +933,15 @@ def bootstrap_intervals(result: FitResult, model: Any, B: int, level: float,
         draws[k // B, k % B] = params
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a dataset without a refit: NaN
-        lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=1)
+        lo, hi = (np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=1)
+                  if len(vids) else (draws[:, 0], draws[:, 0]))
     names = lay.names()
+    if not vids:  # no dataset was fitted: an empty table
+        draws = np.empty((0, 1, lay.size))
     estimate = np.stack([result._best[v][0] for v in vids]) if vids else draws[:, 0]
     result.tables["intervals"] = pd.DataFrame({
-        result.summary.columns[0]: np.repeat(np.asarray(vids, dtype=object), lay.size),
+        result.summary.columns[0]: np.repeat(pd.Series(vids, dtype=result.summary.iloc[:, 0]
+                                                       .dtype).to_numpy(), lay.size),
         "parameter": np.tile(np.asarray(names, dtype=object), len(vids)),
         "estimate": estimate.reshape(-1), "lower": lo.reshape(-1), "upper": hi.reshape(-1),
         "n_boot": np.repeat(np.isfinite(draws[:, :, 0]).sum(axis=1), lay.size),

@@ -86,3 +86,9 @@ def test_sample_draws_from_the_fitted_mixture(seed):
 def test_bootstrap_arguments_are_checked_at_once(kwargs, match):
     with pytest.raises(ValueError, match=match):
         bulkem.fit([np.linspace(0.5, 2.0, 40)], backend="cpu", **kwargs)
+
+
+def test_bootstrap_of_a_batch_without_a_fit_is_an_empty_table():
+    with pytest.warns(UserWarning):
+        res = bulkem.fit([np.ones(50)], n_components=2, n_starts=2, bootstrap=5, backend="cpu")
+    assert res.intervals.empty and list(res.intervals.columns)[-1] == "n_boot"

@@ -291,7 +291,9 @@ class FitResult:
 
         Columns ``dataset``, the size (``n_components``, ``order`` or ``orders``),
         ``status``, ``loglik``, ``n_params``, ``aic``, ``bic``, ``icl`` (mixtures and
-        HMMs: computed here on first use, a pass over the data at every size),
+        HMMs: computed here on first use, a pass over every value at every size, more than
+        the GPU's fits of a small model take: 2.7 s of one core for 1,000 datasets x 2,000
+        values and K = 1..6; at once with ``criterion="icl"``),
         ``n_iter`` of the best start, ``n_best`` (usable starts within
         ``bulkem.tuning.REACHED_RTOL``, relative, of the best start's log-likelihood: how
         often the random starts found it) and ``chosen`` (the size of the smallest
@@ -300,9 +302,16 @@ class FitResult:
         if "selection" not in self.tables:
             raise ValueError("no selection table: fit a grid of sizes to get one "
                              "(n_components=[1, 2, 3], order=[1, 2] or orders=[...]).")
-        from .selection import with_icl
-
-        return with_icl(self)
+        table = self.tables["selection"]
+        first = self._sizes[next(iter(self._sizes))]
+        if "icl" not in table and first.has_icl:  # on first use: a pass over every value
+            label = self._size_label
+            icl = np.empty(len(table))
+            for size, res in self._sizes.items():  # a size's rows, in dataset order
+                rows = np.flatnonzero((table[label] == size).to_numpy())
+                icl[rows] = table["bic"].to_numpy()[rows] + 2 * res.entropy()
+            table.insert(table.columns.get_loc("bic") + 1, "icl", icl)
+        return table
 
     @property
     def trace(self) -> pd.DataFrame:

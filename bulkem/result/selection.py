@@ -63,23 +63,6 @@ def _merge(tables: list[pd.DataFrame], ids: pd.Index, pick: np.ndarray) -> pd.Da
     return out.take(order).reset_index(drop=True)
 
 
-def with_icl(result: FitResult) -> pd.DataFrame:
-    """A grid fit's ``selection`` with its ``icl`` column (mixtures and HMMs), computed on
-    first use and kept: a pass over every value at every size, more than the GPU's fits of
-    a small model take (2.7 s on one core for 1,000 datasets x 2,000 values and K = 1..6)."""
-    table = result.tables["selection"]
-    first = result._sizes[next(iter(result._sizes))]
-    if "icl" in table or not first.has_icl:
-        return table
-    label = result._size_label
-    icl = np.empty(len(table))
-    for size, res in result._sizes.items():  # rows of a size in dataset order
-        rows = np.flatnonzero((table[label] == size).to_numpy())
-        icl[rows] = table["bic"].to_numpy()[rows] + 2 * res.entropy()
-    table.insert(table.columns.get_loc("bic") + 1, "icl", icl)
-    return table
-
-
 def _size_dtype(label: str) -> str:
     """A size column's type: tuples of orders, else integers (missing where none is chosen)."""
     return "object" if label == "orders" else "Int64"
