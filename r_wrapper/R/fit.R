@@ -5,7 +5,8 @@
 run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      backend, dtype, init, strict, progress, interface = "fit_mixture",
                      dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
-                     init_method = NULL, checkpoint = NULL, se = FALSE) {
+                     init_method = NULL, checkpoint = NULL, se = FALSE,
+                     criterion = "bic", bootstrap = 0, bootstrap_level = 0.95) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   check_mixture_family(family)
@@ -24,6 +25,17 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
   }
   one_number(reg_covar, "reg_covar")
   check_se(se)
+  check_criterion(criterion)
+  n_boot <- check_bootstrap(bootstrap, bootstrap_level)
+  # bulkem(), the original interface, fits one size
+  n_components <- if (original) {
+    py_int(components, "num.components")
+  } else {
+    py_sizes(components, "components")
+  }
+  if (length(components) > 1L) {
+    check_grid_args(components, "components", init, checkpoint, bootstrap = n_boot)
+  }
   if (!is.null(init_method)) {
     one_string(init_method, "init_method")
   }
@@ -41,7 +53,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     module$fit,
     data$py,
     family = family,
-    n_components = py_int(components, name("components", "num.components")),
+    n_components = n_components,
     n_starts = py_int(starts, name("starts", "random.inits")),
     max_iter = py_int(max_iter, name("max_iter", "max.iters")),
     tol = as.double(tol),
@@ -57,6 +69,9 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     init_method = init_method,
     checkpoint = cp$path,
     se = se,
+    criterion = criterion,
+    bootstrap = n_boot,
+    bootstrap_level = as.double(bootstrap_level),
     .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids, checkpoint = checkpoint_done(cp))
@@ -173,8 +188,11 @@ warn_not_converged <- function(status, max_iter, tol, interface = "fit_mixture")
 # The FitResult tables as R data.frames, with R conventions: dataset
 # positions and start numbers count from 1, and "no value" is NA (Python's
 # -1 placeholders for best_start and n_iter of datasets without a fit).
-# key: the column naming each row's dataset ("trace" for a TMAP).
-r_tables <- function(py, ids, key = "dataset") {
+# key: the column naming each row's dataset ("trace" for a TMAP). A grid fit
+# (grid: its attribute, see selection.R) adds the table `selection`, and its
+# summary's size column is R's (integers, or Erlang orders as text "1,2,3");
+# a mixture fit with bootstrap = B the table `intervals` (see bootstrap.R).
+r_tables <- function(py, ids, key = "dataset", grid = NULL) {
   summary <- r_table(py$summary)
   components <- r_table(py$components)
   starts <- r_table(py$starts)
@@ -189,12 +207,26 @@ r_tables <- function(py, ids, key = "dataset") {
   summary$n_iter[summary$n_iter < 0L] <- NA_integer_
   starts$start <- as.integer(starts$start + 1L)
   start_values$start <- as.integer(start_values$start + 1L)
-  list(
+  out <- list(
     summary = summary,
     components = components,
     starts = starts,
     start_values = start_values
   )
+  if (!is.null(grid)) {
+    label <- grid$label
+    frame <- py$selection
+    selection <- r_table(frame)
+    selection[[key]] <- r_ids(selection[[key]], ids)
+    selection[[label]] <- r_size_column(reticulate::py_get_item(frame, label), label)
+    selection$n_iter[selection$n_iter < 0L] <- NA_integer_
+    out$summary[[label]] <- r_size_column(reticulate::py_get_item(py$summary, label), label)
+    out$selection <- selection
+  }
+  if (py_has_table(py, "intervals")) {
+    out$intervals <- r_intervals(py, ids, key)
+  }
+  out
 }
 
 fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 10,
@@ -202,29 +234,43 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         dtype = "float64", init = NULL, strict = FALSE,
                         progress = FALSE, dataset_col = "dataset", value_col = "value",
                         reg_covar = 1e-6, init_method = NULL, checkpoint = NULL,
-                        se = FALSE) {
+                        se = FALSE, criterion = "bic", bootstrap = 0,
+                        bootstrap_level = 0.95) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
     dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
-    init_method = init_method, checkpoint = checkpoint, se = se
+    init_method = init_method, checkpoint = checkpoint, se = se, criterion = criterion,
+    bootstrap = bootstrap, bootstrap_level = bootstrap_level
   )
-  out <- r_tables(run$py, run$ids)
-  warn_not_converged(out$summary$status, max_iter, tol)
-  py <- run$py
+  fit <- mixture_fit(run$py, list(ids = run$ids, se = se, criterion = criterion,
+                                  bootstrap = bootstrap, bootstrap_level = bootstrap_level),
+                     checkpoint = run$checkpoint)
+  warn_not_converged(fit$summary$status, max_iter, tol)
+  fit
+}
+
+# The R fit of a Python result of bulkem.fit for a mixture, of one size or a
+# grid of sizes (see selection.R): fit_mixture(), and fit_size() of a grid fit.
+# how: list(ids =, se =, criterion =, bootstrap =, bootstrap_level =), what the
+# call knew besides the result.
+mixture_fit <- function(py, how, checkpoint = NULL) {
+  grid <- py_grid(py, how)
   structure(
-    out,
+    r_tables(py, how$ids, grid = grid),
     class = "bulkem_fit",
     backend = reticulate::py_to_r(py$backend),
     seed = as.numeric(reticulate::py_str(py$seed)),
     family = reticulate::py_to_r(py$family),
-    n_components = reticulate::py_to_r(py$n_components),
+    n_components = if (is.null(grid)) reticulate::py_to_r(py$n_components) else grid$sizes,
     n_dims = as.integer(reticulate::py_to_r(py$n_dims)),
     elapsed = reticulate::py_to_r(py$elapsed),
-    ids = run$ids,
-    checkpoint = run$checkpoint,
+    ids = how$ids,
+    checkpoint = checkpoint,
     saved = saved_state(py),
-    vcov = saved_vcov(py, run$ids, se),
+    vcov = saved_vcov(py, how$ids, how$se),
+    grid = grid,
+    bootstrap = bootstrap_attr(py, how),
     python = py
   )
 }
@@ -232,14 +278,25 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
 print.bulkem_fit <- function(x, ...) {
   s <- x$summary
   counts <- table(s$status)
+  grid <- attr(x, "grid")
+  size <- if (is.null(grid)) {
+    sprintf("%d components", attr(x, "n_components"))
+  } else {
+    grid_heading(grid)
+  }
   cat(sprintf(
-    "bulkem fit: %s mixture, %d components, %d dataset%s, backend %s, seed %.0f, %.3g s\n",
-    attr(x, "family"), attr(x, "n_components"), nrow(s), if (nrow(s) == 1L) "" else "s",
+    "bulkem fit: %s mixture, %s, %d dataset%s, backend %s, seed %.0f, %.3g s\n",
+    attr(x, "family"), size, nrow(s), if (nrow(s) == 1L) "" else "s",
     attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")
   ))
+  print_grid(x)
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
-  cat("Tables: $summary, $components, $starts, $start_values\n")
-  print(utils::head(s[, c("dataset", "n_obs", "status", "loglik", "n_iter", "bic")], 10L))
+  cat("Tables: $summary, $components, $starts, $start_values",
+      if (!is.null(grid)) ", $selection (every size)",
+      if (!is.null(x$intervals)) paste0(", $intervals (", bootstrap_text(x), ")"), "\n",
+      sep = "")
+  print(utils::head(s[, print_columns(x, c("dataset", "n_obs", "status", "loglik", "n_iter",
+                                           "bic"))], 10L))
   if (nrow(s) > 10L) {
     cat("... ", nrow(s) - 10L, " more datasets\n", sep = "")
   }

@@ -7,7 +7,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     dtype = "float64", init = NULL, params = "ste", reg_covar = 1e-6,
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
                     sequence_col = "sequence", value_col = "value", checkpoint = NULL, se = FALSE,
-                    ...) {
+                    criterion = "bic", ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -26,6 +26,11 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   one_number(tol, "tol")
   one_number(reg_covar, "reg_covar")
   check_se(se)
+  check_criterion(criterion)
+  n_components <- py_sizes(components, "components")
+  if (length(components) > 1L) {
+    check_grid_args(components, "components", init, checkpoint)
+  }
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   gaussian <- identical(emission, "gaussian")
@@ -43,7 +48,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   args <- list(
     module$fit, batch$py,
     family = "hmm",
-    n_components = py_int(components, "components"),
+    n_components = n_components,
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
@@ -60,62 +65,85 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     params = params,
     sequence_col = sequence_col,
     checkpoint = cp$path,
-    se = se
+    se = se,
+    criterion = criterion
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")
   }
   args <- c(args, py_options(list(...)), list(.terms = terms))
   py <- do.call(py_call, args)
-  tables <- r_tables(py, batch$ids)
+  how <- list(
+    ids = batch$ids, lengths = batch$lengths, labels = batch$labels, emission = emission,
+    params = params, symbols = symbols, levels = coded$levels, se = se, criterion = criterion
+  )
+  fit <- hmm_fit(py, how, checkpoint = checkpoint_done(cp))
+  warn_not_converged(fit$summary$status, max_iter, tol)
+  fit
+}
+
+# The R fit of a Python result of bulkem.fit(family = "hmm"), of one size or a
+# grid of sizes (see selection.R): fit_hmm(), and fit_size() of a grid fit.
+# how: what fit_hmm() knew besides the result (dataset ids, sequence lengths
+# and labels, the emission, params, the number of symbols given, a factor's
+# levels, se, criterion).
+hmm_fit <- function(py, how, checkpoint = NULL) {
+  emission <- how$emission
+  grid <- py_grid(py, how)
+  tables <- r_tables(py, how$ids, grid = grid)
   transitions <- r_table(py$transitions)
-  transitions$dataset <- r_ids(transitions$dataset, batch$ids)
+  transitions$dataset <- r_ids(transitions$dataset, how$ids)
   summary <- tables$summary
-  summary$message <- relabel_sequences(summary$message, batch$labels)
-  warn_not_converged(summary$status, max_iter, tol)
+  summary$message <- relabel_sequences(summary$message, how$labels)
   comps <- tables$components
   n_symbols <- if (identical(emission, "categorical")) {
     sum(startsWith(names(comps), "prob_"))
   } else {
     NA_integer_
   }
-  n_dims <- if (gaussian) sum(startsWith(names(comps), "mean_")) else 1L
-  if (!is.null(coded$levels)) { # prob_0, prob_1, ... -> prob_<level>, symbols from 1
+  n_dims <- if (identical(emission, "gaussian")) sum(startsWith(names(comps), "mean_")) else 1L
+  levels <- how$levels
+  if (!is.null(levels)) { # prob_0, prob_1, ... -> prob_<level>, symbols from 1
     probs <- startsWith(names(comps), "prob_")
-    names(comps)[probs] <- paste0("prob_", coded$levels[seq_len(sum(probs))])
+    names(comps)[probs] <- paste0("prob_", levels[seq_len(sum(probs))])
     probs <- startsWith(names(comps), "se_prob_") # (fit with se = TRUE)
-    names(comps)[probs] <- paste0("se_prob_", coded$levels[seq_len(sum(probs))])
+    names(comps)[probs] <- paste0("se_prob_", levels[seq_len(sum(probs))])
     sv <- tables$start_values
     probs <- startsWith(names(sv), "prob_")
-    names(sv)[probs] <- paste0("prob_", coded$levels[seq_len(sum(probs))])
+    names(sv)[probs] <- paste0("prob_", levels[seq_len(sum(probs))])
     tables$start_values <- sv
   }
+  symbols <- how$symbols
   structure(
-    list(
-      summary = summary,
-      components = comps,
-      transitions = transitions,
-      starts = tables$starts,
-      start_values = tables$start_values
+    c(
+      list(
+        summary = summary,
+        components = comps,
+        transitions = transitions,
+        starts = tables$starts,
+        start_values = tables$start_values
+      ),
+      if (!is.null(grid)) list(selection = tables$selection)
     ),
     class = "bulkem_hmm",
     backend = reticulate::py_to_r(py$backend),
     seed = as.numeric(reticulate::py_str(py$seed)),
     family = "hmm",
     emission = emission,
-    n_components = reticulate::py_to_r(py$n_components),
+    n_components = if (is.null(grid)) reticulate::py_to_r(py$n_components) else grid$sizes,
     n_symbols = as.integer(n_symbols),
     n_dims = as.integer(n_dims),
-    symbol_levels = coded$levels,
+    symbol_levels = levels,
     elapsed = reticulate::py_to_r(py$elapsed),
-    ids = batch$ids,
-    sequence_lengths = batch$lengths,
-    sequence_labels = batch$labels,
-    checkpoint = checkpoint_done(cp),
-    saved = saved_state(py, c(list(emission = emission, params = params),
+    ids = how$ids,
+    sequence_lengths = how$lengths,
+    sequence_labels = how$labels,
+    checkpoint = checkpoint,
+    saved = saved_state(py, c(list(emission = emission, params = how$params),
                               if (!is.null(symbols)) list(n_symbols = as.integer(symbols))),
                         n_symbols = n_symbols),
-    vcov = saved_vcov(py, batch$ids, se),
+    vcov = saved_vcov(py, how$ids, how$se),
+    grid = grid,
     python = py
   )
 }
@@ -131,15 +159,24 @@ print.bulkem_hmm <- function(x, ...) {
   } else {
     ""
   }
+  grid <- attr(x, "grid")
+  states <- if (is.null(grid)) {
+    sprintf("%d states", attr(x, "n_components"))
+  } else {
+    grid_heading(grid, "states")
+  }
   cat(sprintf(
-    paste0("bulkem fit: hidden Markov model, %d states, %s emission%s, %d dataset%s, ",
+    paste0("bulkem fit: hidden Markov model, %s, %s emission%s, %d dataset%s, ",
            "backend %s, seed %.0f, %.3g s\n"),
-    attr(x, "n_components"), emission, detail, nrow(s), if (nrow(s) == 1L) "" else "s",
+    states, emission, detail, nrow(s), if (nrow(s) == 1L) "" else "s",
     attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")
   ))
+  print_grid(x, word = "states")
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
-  cat("Tables: $summary, $components, $transitions, $starts, $start_values\n")
-  print(utils::head(s[, c("dataset", "n_obs", "status", "loglik", "n_iter", "bic")], 10L))
+  cat("Tables: $summary, $components, $transitions, $starts, $start_values",
+      if (!is.null(grid)) ", $selection (every size)", "\n", sep = "")
+  print(utils::head(s[, print_columns(x, c("dataset", "n_obs", "status", "loglik", "n_iter",
+                                           "bic"))], 10L))
   if (nrow(s) > 10L) {
     cat("... ", nrow(s) - 10L, " more datasets\n", sep = "")
   }

@@ -7,17 +7,37 @@
 mixture_families <- c("invgauss", "gaussian")
 
 # Free parameters of one dataset's model, from the summary (aic = -2 loglik + 2 df).
-fit_df <- function(summary) {
+# each = TRUE: one per dataset (NA where none was fitted), as for a grid fit,
+# whose datasets have the sizes chosen for them.
+fit_df <- function(summary, each = FALSE) {
   ok <- is.finite(summary$aic) & is.finite(summary$loglik)
+  if (isTRUE(each)) {
+    return(ifelse(ok, as.integer(round((summary$aic + 2 * summary$loglik) / 2)), NA_integer_))
+  }
   if (!any(ok)) {
     return(NA_integer_)
   }
   as.integer(round((summary$aic[ok][1L] + 2 * summary$loglik[ok][1L]) / 2))
 }
 
+# The free parameters of each dataset's model: one number, or (grid fit) one per dataset.
+object_df <- function(object) {
+  fit_df(object$summary, each = !is.null(attr(object, "grid")))
+}
+
 logLik.bulkem_fit <- function(object, ...) {
   s <- object$summary
-  structure(s$loglik, df = fit_df(s), nobs = s$n_obs, class = "logLik")
+  grid <- !is.null(attr(object, "grid"))
+  structure(s$loglik, df = object_df(object), nobs = s$n_obs,
+            class = c(if (grid) "bulkem_logLik", "logLik"))
+}
+
+# A grid fit's log-likelihoods, whose degrees of freedom differ by dataset
+# (print.logLik() would write them run together).
+print.bulkem_logLik <- function(x, digits = getOption("digits"), ...) {
+  cat("'log Lik.' ", paste(format(c(x), digits = digits), collapse = ", "),
+      " (df = ", paste(format(attr(x, "df"), trim = TRUE), collapse = ", "), ")\n", sep = "")
+  invisible(x)
 }
 
 logLik.bulkem_hmm <- logLik.bulkem_fit
@@ -36,7 +56,11 @@ param_columns <- function(components) {
 coef.bulkem_fit <- function(object, ...) {
   s <- object$summary
   comp <- object$components
-  m <- attr(object, "n_components")
+  m <- if (is.null(attr(object, "grid"))) {
+    attr(object, "n_components")
+  } else { # each dataset its chosen size: columns for the largest, NA beyond a dataset's own
+    max(c(0L, comp$component))
+  }
   cols <- param_columns(comp)
   out <- matrix(NA_real_, nrow(s), length(cols) * m,
     dimnames = list(as.character(s$dataset),
@@ -51,6 +75,12 @@ coef.bulkem_fit <- function(object, ...) {
 
 summary.bulkem_fit <- function(object, ...) {
   s <- object$summary
+  grid <- attr(object, "grid")
+  fits <- s[, c("dataset", if (!is.null(grid)) grid$label, "n_obs", "status", "loglik", "n_iter",
+                "aic", "bic")]
+  if (!is.null(grid)) {
+    fits$df <- fit_df(s, each = TRUE) # (of each dataset's chosen size)
+  }
   structure(
     list(
       family = attr(object, "family"),
@@ -58,12 +88,15 @@ summary.bulkem_fit <- function(object, ...) {
       n_dims = if (is.null(attr(object, "n_dims"))) 1L else attr(object, "n_dims"),
       backend = attr(object, "backend"),
       seed = attr(object, "seed"),
-      df = fit_df(s),
+      df = object_df(object),
+      grid = if (!is.null(grid)) grid[c("label", "arg", "sizes", "criterion")],
       status = table(factor(s$status,
         levels = unique(c("converged", "max_iter", "failed", "invalid_data", s$status))
       )),
-      fits = s[, c("dataset", "n_obs", "status", "loglik", "n_iter", "aic", "bic")],
-      components = object$components
+      fits = fits,
+      components = object$components,
+      intervals = object$intervals, # (a fit with bootstrap = B)
+      bootstrap = attr(object, "bootstrap")
     ),
     class = "summary.bulkem_fit"
   )
@@ -71,22 +104,36 @@ summary.bulkem_fit <- function(object, ...) {
 
 print.summary.bulkem_fit <- function(x, max_datasets = 5L, digits = 4L, ...) {
   n <- nrow(x$fits)
-  cat(sprintf("bulkem fit: %s mixture, %d components, %d dataset%s (backend %s, seed %.0f)\n",
-    x$family, x$n_components, n, if (n == 1L) "" else "s", x$backend, x$seed))
-  cat(sprintf("free parameters per dataset: %s\n", format(x$df)))
+  size <- if (is.null(x$grid)) {
+    sprintf("%d components", x$n_components)
+  } else {
+    grid_heading(x$grid)
+  }
+  cat(sprintf("bulkem fit: %s mixture, %s, %d dataset%s (backend %s, seed %.0f)\n",
+    x$family, size, n, if (n == 1L) "" else "s", x$backend, x$seed))
+  if (is.null(x$grid)) {
+    cat(sprintf("free parameters per dataset: %s\n", format(x$df)))
+  }
   counts <- x$status[x$status > 0L]
   cat("status:", paste(names(counts), counts, collapse = ", "), "\n")
   for (i in seq_len(min(n, max_datasets))) {
     f <- x$fits[i, ]
     cat(sprintf("\nDataset %s: n = %d, %s", format(f$dataset), f$n_obs, f$status))
     if (is.finite(f$loglik)) {
-      cat(sprintf(" after %d iterations\nlog-likelihood %s, AIC %s, BIC %s\n", f$n_iter,
+      cat(sprintf(" after %d iterations\n", f$n_iter))
+      if (!is.null(x$grid)) {
+        cat(sprintf("%d component%s (chosen by %s), %d free parameters\n",
+          f[[x$grid$label]], if (f[[x$grid$label]] == 1L) "" else "s",
+          toupper(x$grid$criterion), f$df))
+      }
+      cat(sprintf("log-likelihood %s, AIC %s, BIC %s\n",
         format(f$loglik, digits = digits + 3L), format(f$aic, digits = digits + 3L),
         format(f$bic, digits = digits + 3L)))
       rows <- x$components[as.character(x$components$dataset) == as.character(f$dataset), ,
                            drop = FALSE]
       rows$dataset <- NULL
       print(rows, row.names = FALSE, digits = digits)
+      print_intervals(x, f$dataset, digits)
     } else {
       cat(" (no fitted parameters)\n")
     }
@@ -95,6 +142,25 @@ print.summary.bulkem_fit <- function(x, max_datasets = 5L, digits = 4L, ...) {
     cat(sprintf("\n... %d more datasets (summary(fit)$fits has them all)\n", n - max_datasets))
   }
   invisible(x)
+}
+
+# One dataset's bootstrap intervals, in print.summary.bulkem_fit().
+print_intervals <- function(x, dataset, digits) {
+  iv <- x$intervals
+  if (is.null(iv)) {
+    return(invisible())
+  }
+  rows <- iv[as.character(iv$dataset) == as.character(dataset), , drop = FALSE]
+  if (nrow(rows) == 0L) {
+    return(invisible())
+  }
+  level <- if (is.null(x$bootstrap)) "" else paste0(format(100 * x$bootstrap$level, digits = 6),
+                                                    "% ")
+  cat(sprintf("%sbootstrap intervals (%d usable refit%s):\n", level, rows$n_boot[1L],
+              if (rows$n_boot[1L] == 1L) "" else "s"))
+  print(rows[, c("parameter", "estimate", "lower", "upper")], row.names = FALSE,
+        digits = digits)
+  invisible()
 }
 
 as.data.frame.bulkem_fit <- function(x, row.names = NULL, optional = FALSE,
@@ -168,7 +234,9 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
   for (a in c("sequence_lengths", "sequence_labels")) {
     if (!is.null(attrs[[a]])) attrs[[a]] <- attrs[[a]][pos]
   }
-  if (!is.null(attrs$vcov)) { # (fit with se = TRUE) the kept datasets' covariances
+  if (is.list(attrs$vcov)) { # (grid fit with se = TRUE) a matrix per dataset
+    attrs$vcov <- attrs$vcov[names(attrs$vcov) %in% keep]
+  } else if (!is.null(attrs$vcov)) { # (fit with se = TRUE) the kept datasets' covariances
     attrs$vcov <- attrs$vcov[, , dimnames(attrs$vcov)[[3L]] %in% keep, drop = FALSE]
   }
   attrs$names <- names(out)

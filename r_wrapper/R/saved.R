@@ -26,7 +26,9 @@ keep_values_limit <- function() {
   n
 }
 
-# A Python function: what of a FitResult the R side keeps (see above).
+# A Python function: what of a FitResult the R side keeps (see above). A grid
+# fit (bulkem.fit with a list of sizes) keeps, for each size, the fits of the
+# datasets that chose it (and the values once).
 keep_helper <- function() {
   if (is.null(.state$keep)) {
     code <- paste(
@@ -35,15 +37,24 @@ keep_helper <- function() {
       "    from bulkem.scale import combine",
       "    def plain(k):",
       "        return k.item() if isinstance(k, np.generic) else k",
-      "    ids = list(res._best)",
-      "    rows = [np.asarray(res._best[k][0], dtype=np.float64).ravel() for k in ids]",
-      "    params = np.stack(rows) if rows else np.zeros((0, 0))",
-      "    out = {'result_class': combine.class_name(type(res)),",
-      "           'ids': [plain(k) for k in ids], 'n_params': int(params.shape[1]),",
-      "           'params': bytearray(np.ascontiguousarray(params, '<f8').tobytes()),",
-      "           'family': res.family, 'n_components': int(res.n_components),",
-      "           'n_dims': int(res.n_dims), 'dtype': str(res.dtype),",
-      "           'seed': str(res.seed), 'backend': str(res.backend), 'values': None}",
+      "    def best(part, only):",
+      "        ids = [k for k in part._best if only is None or k in only]",
+      "        rows = [np.asarray(part._best[k][0], dtype=np.float64).ravel() for k in ids]",
+      "        params = np.stack(rows) if rows else np.zeros((0, 0))",
+      "        return {'result_class': combine.class_name(type(part)),",
+      "                'ids': [plain(k) for k in ids], 'n_params': int(params.shape[1]),",
+      "                'params': bytearray(np.ascontiguousarray(params, '<f8').tobytes()),",
+      "                'family': part.family, 'n_components': int(part.n_components),",
+      "                'n_dims': int(part.n_dims), 'dtype': str(part.dtype),",
+      "                'seed': str(part.seed), 'backend': str(part.backend)}",
+      "    if getattr(res, '_sizes', None):",
+      "        out = {'label': res._size_label, 'sizes': [",
+      "            dict(best(part, {k for k, c in res._chosen.items() if c == size}),",
+      "                 size=[int(r) for r in size] if isinstance(size, tuple) else [int(size)])",
+      "            for size, part in res._sizes.items()]}",
+      "    else:",
+      "        out = best(res, None)",
+      "    out['values'] = None",
       "    packed = res._packed",
       "    if packed is not None and limit >= 0 and packed.values.size <= limit:",
       "        v = np.ascontiguousarray(packed.values, '<f8')",
@@ -94,7 +105,8 @@ rebuild_helper <- function() {
       "    kwargs = {'family': family, 'n_components': int(spec['n_components']), **opts}",
       "    model = combine.model_for(kwargs, sample)",
       "    ids = list(ids)",
-      "    P = np.frombuffer(bytes(params), dtype='<f8').reshape(len(ids), -1)",
+      "    P = np.frombuffer(bytes(params), dtype='<f8')",
+      "    P = P.reshape(len(ids), -1) if ids else np.zeros((0, 0))",
       "    best = {k: (P[i].copy(), P[i].copy()) for i, k in enumerate(ids)}",
       "    key = 'trace' if family == 'tmap' else 'dataset'",
       "    summary = pd.DataFrame({key: pd.Series(ids, dtype=object),",
@@ -112,6 +124,27 @@ rebuild_helper <- function() {
   .state$rebuild
 }
 
+# A Python function: a grid fit made again from its sizes' results made again
+# (each holding the fits of the datasets that chose it; sizes: a list of
+# lists, [k] or the Erlang orders): each dataset's methods run by its size's.
+regrid_helper <- function() {
+  if (is.null(.state$regrid)) {
+    code <- paste(
+      "def regrid(parts, sizes, label):",
+      "    import dataclasses",
+      "    keys = [tuple(int(r) for r in s) if label == 'orders' else int(s[0]) for s in sizes]",
+      "    chosen = {k: key for part, key in zip(parts, keys) for k in part._best}",
+      "    best = {k: v for part in parts for k, v in part._best.items()}",
+      "    return dataclasses.replace(parts[0], _best=best, _sizes=dict(zip(keys, parts)),",
+      "                               _chosen=chosen, _size_label=label)",
+      sep = "\n"
+    )
+    env <- reticulate::py_run_string(code, local = TRUE, convert = FALSE)
+    .state$regrid <- reticulate::py_get_item(env, "regrid")
+  }
+  .state$regrid
+}
+
 # Python bytes (a bytearray) of little-endian float64 -> an R numeric vector.
 py_doubles <- function(b, n) {
   readBin(reticulate::py_to_r(b), "double", n = n, size = 8L, endian = "little")
@@ -120,15 +153,52 @@ py_doubles <- function(b, n) {
 # What an R fit keeps of its Python result `py` (the attribute "saved").
 # options: the family's options that make its model (emission, params,
 # n_symbols for an HMM; orders, drop_bad_runs for a TMAP; order for AR).
-# values: FALSE to keep no data (a TMAP's methods need none).
+# values: FALSE to keep no data (a TMAP's methods need none). A grid fit keeps
+# list(label =, sizes =, values =, token =): in `sizes`, for each size that
+# datasets chose, their fits as a fit of that size keeps them, and the `size`.
 saved_state <- function(py, options = list(), values = TRUE, n_symbols = NA_integer_) {
   limit <- if (isTRUE(values)) keep_values_limit() else -1
   k <- reticulate::py_call(keep_helper(), py, as.double(limit))
   get <- function(key) reticulate::py_to_r(reticulate::py_get_item(k, key))
+  label <- reticulate::py_to_r(k$get("label")) # (a grid fit's)
+  out <- if (is.null(label)) {
+    saved_params(k, options, n_symbols)
+  } else {
+    parts <- reticulate::py_get_item(k, "sizes")
+    sizes <- lapply(seq_len(reticulate::py_len(parts)) - 1L, function(i) {
+      part <- reticulate::py_get_item(parts, i)
+      size <- as.integer(unlist(reticulate::py_to_r(reticulate::py_get_item(part, "size"))))
+      opts <- options
+      if (label %in% c("order", "orders")) {
+        opts[[label]] <- size
+      }
+      c(saved_params(part, opts, n_symbols), list(size = size))
+    })
+    used <- vapply(sizes, function(p) length(p$ids) > 0L, logical(1))
+    # (sizes that no dataset chose are left out; when none was chosen, the first stays)
+    list(label = label, sizes = if (any(used)) sizes[used] else sizes[1L])
+  }
+  out["values"] <- list(NULL)
+  out$token <- paste(c(format(Sys.time(), "%Y%m%d%H%M%OS6"), Sys.getpid(),
+                       sprintf("%08x", sample_token())), collapse = "-")
+  if (!is.null(get("values"))) {
+    out$values <- list(
+      ids = unlist(get("value_ids")),
+      offsets = as.double(unlist(get("offsets"))),
+      width = as.integer(get("width")),
+      x = py_doubles(reticulate::py_get_item(k, "values"), get("n_values"))
+    )
+  }
+  out
+}
+
+# The best parameters of a keep() answer (one size's) and what makes their model.
+saved_params <- function(k, options, n_symbols) {
+  get <- function(key) reticulate::py_to_r(reticulate::py_get_item(k, key))
   ids <- unlist(get("ids"))
   n_params <- get("n_params")
   params <- py_doubles(reticulate::py_get_item(k, "params"), length(ids) * n_params)
-  out <- list(
+  list(
     result_class = get("result_class"),
     family = get("family"),
     n_components = as.integer(get("n_components")),
@@ -139,20 +209,8 @@ saved_state <- function(py, options = list(), values = TRUE, n_symbols = NA_inte
     backend = get("backend"),
     options = options,
     ids = if (is.null(ids)) integer(0) else ids,
-    params = matrix(params, nrow = length(ids), ncol = n_params, byrow = TRUE),
-    values = NULL,
-    token = paste(c(format(Sys.time(), "%Y%m%d%H%M%OS6"), Sys.getpid(),
-                    sprintf("%08x", sample_token())), collapse = "-")
+    params = matrix(params, nrow = length(ids), ncol = n_params, byrow = TRUE)
   )
-  if (!is.null(get("values"))) {
-    out$values <- list(
-      ids = unlist(get("value_ids")),
-      offsets = as.double(unlist(get("offsets"))),
-      width = as.integer(get("width")),
-      x = py_doubles(reticulate::py_get_item(k, "values"), get("n_values"))
-    )
-  }
-  out
 }
 
 # A number for a fit's token that does not touch R's random numbers (which
@@ -182,6 +240,21 @@ fit_result_python <- function(fit) {
     !reticulate::py_is_null_xptr(.state$rebuilt$py)) {
     return(.state$rebuilt$py)
   }
+  py <- if (is.null(saved$sizes)) {
+    rebuild_result(saved)
+  } else { # a grid fit: each size's result; each dataset's methods run by its size's
+    parts <- lapply(saved$sizes, rebuild_result)
+    sizes <- lapply(saved$sizes, function(p) as.list(p$size))
+    regrid <- regrid_helper()
+    py_call(function(...) reticulate::py_call(regrid, ...), reticulate::r_to_py(parts),
+            reticulate::r_to_py(sizes), saved$label)
+  }
+  .state$rebuilt <- list(token = saved$token, py = py)
+  py
+}
+
+# The Python result of one size made again from what saved_params() kept.
+rebuild_result <- function(saved) {
   spec <- reticulate::py_dict(
     c("result_class", "family", "n_components", "n_dims", "n_symbols", "dtype", "seed",
       "backend", "options"),
@@ -195,10 +268,8 @@ fit_result_python <- function(fit) {
   params <- reticulate::import_builtins(convert = FALSE)$bytearray(
     reticulate::r_to_py(writeBin(as.double(t(saved$params)), raw(), endian = "little")))
   rebuild <- rebuild_helper()
-  py <- py_call(function(...) reticulate::py_call(rebuild, ...), spec,
-                reticulate::r_to_py(as.list(saved$ids)), params)
-  .state$rebuilt <- list(token = saved$token, py = py)
-  py
+  py_call(function(...) reticulate::py_call(rebuild, ...), spec,
+          reticulate::r_to_py(as.list(saved$ids)), params)
 }
 
 # A fitted dataset's values as they were fitted (a matrix with a row per value

@@ -5,7 +5,7 @@
 fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
-                    value_col = "value", checkpoint = NULL, se = FALSE) {
+                    value_col = "value", checkpoint = NULL, se = FALSE, criterion = "bic") {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -18,6 +18,14 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   one_string(value_col, "value_col")
   one_number(tol, "tol")
   check_se(se)
+  check_criterion(criterion)
+  ar <- identical(model, "ar")
+  if (ar) {
+    py_order <- py_sizes(order, "order")
+    if (length(order) > 1L) {
+      check_grid_args(order, "order", checkpoint = checkpoint)
+    }
+  }
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
   batch <- py_hmm_batch(data, FALSE, dataset_col, series_col, value_col)
@@ -38,29 +46,45 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     series_col = series_col,
     checkpoint = cp$path,
     se = se,
+    criterion = criterion,
     .terms = terms
   )
-  if (identical(model, "ar")) {
-    args$order <- py_int(order, "order")
+  if (ar) {
+    args$order <- py_order
   }
   py <- do.call(py_call, args)
-  tables <- r_tables(py, batch$ids)
-  warn_not_converged(tables$summary$status, max_iter, tol)
+  how <- list(ids = batch$ids, lengths = batch$lengths, labels = batch$labels, model = model,
+              order = if (ar) as.integer(order) else NA_integer_, se = se,
+              criterion = criterion)
+  fit <- ssm_fit(py, how, checkpoint = checkpoint_done(cp))
+  warn_not_converged(fit$summary$status, max_iter, tol)
+  fit
+}
+
+# The R fit of a Python result of bulkem.fit(family = "ar" | "local_level"),
+# of one size or a grid of AR orders (see selection.R): fit_ssm(), and
+# fit_size() of a grid fit. how: what fit_ssm() knew besides the result
+# (dataset ids, series lengths and labels, the model, the order: one, or a
+# vector for a grid; se, criterion).
+ssm_fit <- function(py, how, checkpoint = NULL) {
+  grid <- py_grid(py, how)
+  ar <- identical(how$model, "ar")
+  order <- if (is.null(grid)) how$order else grid$sizes
   structure(
-    tables,
+    r_tables(py, how$ids, grid = grid),
     class = "bulkem_ssm",
     backend = reticulate::py_to_r(py$backend),
     seed = as.numeric(reticulate::py_str(py$seed)),
-    family = model,
-    order = if (identical(model, "ar")) as.integer(order) else NA_integer_,
+    family = how$model,
+    order = order,
     elapsed = reticulate::py_to_r(py$elapsed),
-    ids = batch$ids,
-    sequence_lengths = batch$lengths,
-    sequence_labels = batch$labels,
-    checkpoint = checkpoint_done(cp),
-    saved = saved_state(py, if (identical(model, "ar")) list(order = as.integer(order)) else
-      list()),
-    vcov = saved_vcov(py, batch$ids, se),
+    ids = how$ids,
+    sequence_lengths = how$lengths,
+    sequence_labels = how$labels,
+    checkpoint = checkpoint,
+    saved = saved_state(py, if (ar) list(order = order) else list()),
+    vcov = saved_vcov(py, how$ids, how$se),
+    grid = grid,
     python = py
   )
 }
@@ -68,17 +92,22 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
 print.bulkem_ssm <- function(x, ...) {
   s <- x$summary
   counts <- table(s$status)
-  what <- if (identical(attr(x, "family"), "ar")) {
+  grid <- attr(x, "grid")
+  what <- if (!is.null(grid)) {
+    paste0("AR(p) plus noise, ", grid_heading(grid, "p ="))
+  } else if (identical(attr(x, "family"), "ar")) {
     sprintf("AR(%d) plus noise", attr(x, "order"))
   } else {
     "local level (random walk plus noise)"
   }
   cat(sprintf("bulkem fit: %s, %d dataset%s, backend %s, seed %.0f, %.3g s\n", what, nrow(s),
     if (nrow(s) == 1L) "" else "s", attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")))
+  print_grid(x)
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
-  cat("Tables: $summary, $components (one row per parameter), $starts, $start_values\n")
-  print(utils::head(s[, intersect(c("dataset", "n_obs", "status", "loglik", "n_iter", "bic",
-                                    "ar_radius"), names(s))], 10L))
+  cat("Tables: $summary, $components (one row per parameter), $starts, $start_values",
+      if (!is.null(grid)) ", $selection (every size)", "\n", sep = "")
+  print(utils::head(s[, print_columns(x, c("dataset", "n_obs", "status", "loglik", "n_iter",
+                                           "bic", "ar_radius"))], 10L))
   if (nrow(s) > 10L) {
     cat("... ", nrow(s) - 10L, " more datasets\n", sep = "")
   }

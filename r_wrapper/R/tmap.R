@@ -6,13 +6,18 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
                      seed = NULL, backend = "auto", dtype = "float64", init = NULL,
                      drop_bad_runs = FALSE, strict = FALSE, progress = FALSE,
                      trace_col = "trace", run_col = "run", value_col = "value",
-                     checkpoint = NULL, se = FALSE) {
-  orders <- check_orders(orders)
+                     checkpoint = NULL, se = FALSE, criterion = "bic") {
+  checked <- check_orders_grid(orders)
+  orders <- checked$orders
   one_string(trace_col, "trace_col")
   one_string(run_col, "run_col")
   one_string(value_col, "value_col")
   one_number(tol, "tol")
   check_se(se)
+  check_criterion(criterion)
+  if (checked$grid) {
+    check_grid_args(orders, "orders", init, checkpoint)
+  }
   if (!is.logical(drop_bad_runs) || length(drop_bad_runs) != 1L || is.na(drop_bad_runs)) {
     stop("`drop_bad_runs` must be TRUE or FALSE, got ",
       paste(deparse(drop_bad_runs), collapse = ""), ".",
@@ -26,7 +31,11 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
   args <- list( # (evaluated here: R's argument errors are not Python's)
     module$fit, batch$py,
     family = "tmap",
-    orders = reticulate::tuple(as.list(orders)),
+    orders = if (checked$grid) {
+      reticulate::r_to_py(lapply(orders, function(o) reticulate::tuple(as.list(o))))
+    } else {
+      reticulate::tuple(as.list(orders))
+    },
     n_starts = py_int(starts, "starts"),
     max_iter = py_int(max_iter, "max_iter"),
     tol = as.double(tol),
@@ -42,35 +51,53 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     drop_bad_runs = drop_bad_runs,
     checkpoint = cp$path,
     se = se,
+    criterion = criterion,
     .terms = terms
   )
   py <- do.call(py_call, args)
-  tables <- r_tables(py, batch$ids, key = "trace")
+  how <- list(ids = batch$ids, labels = batch$labels, orders = orders,
+              drop_bad_runs = drop_bad_runs, se = se, criterion = criterion)
+  fit <- tmap_fit(py, how, checkpoint = checkpoint_done(cp))
+  warn_not_converged(fit$summary$status, max_iter, tol)
+  fit
+}
+
+# The R fit of a Python result of bulkem.fit(family = "tmap"), of one size or
+# a grid of sizes (see selection.R): fit_tmap(), and fit_size() of a grid fit.
+# how: what fit_tmap() knew besides the result (trace ids, run labels, the
+# orders: a vector, or a list of them for a grid; drop_bad_runs, se, criterion).
+tmap_fit <- function(py, how, checkpoint = NULL) {
+  grid <- py_grid(py, how)
+  tables <- r_tables(py, how$ids, key = "trace", grid = grid)
   transitions <- r_table(py$transitions)
-  transitions$trace <- r_ids(transitions$trace, batch$ids)
+  transitions$trace <- r_ids(transitions$trace, how$ids)
   summary <- tables$summary
-  summary$message <- relabel_sequences(summary$message, batch$labels, word = "run")
-  warn_not_converged(summary$status, max_iter, tol)
+  summary$message <- relabel_sequences(summary$message, how$labels, word = "run")
+  orders <- if (is.null(grid)) how$orders else grid$sizes
   structure(
-    list(
-      summary = summary,
-      components = tables$components,
-      transitions = transitions,
-      starts = tables$starts,
-      start_values = tables$start_values
+    c(
+      list(
+        summary = summary,
+        components = tables$components,
+        transitions = transitions,
+        starts = tables$starts,
+        start_values = tables$start_values
+      ),
+      if (!is.null(grid)) list(selection = tables$selection)
     ),
     class = "bulkem_tmap",
     backend = reticulate::py_to_r(py$backend),
     seed = as.numeric(reticulate::py_str(py$seed)),
     family = "tmap",
     orders = orders,
-    n_components = length(orders),
+    n_components = if (is.null(grid)) length(orders) else lengths(orders),
     elapsed = reticulate::py_to_r(py$elapsed),
-    ids = batch$ids,
-    checkpoint = checkpoint_done(cp),
-    saved = saved_state(py, list(orders = orders, drop_bad_runs = drop_bad_runs),
+    ids = how$ids,
+    checkpoint = checkpoint,
+    saved = saved_state(py, list(orders = orders, drop_bad_runs = how$drop_bad_runs),
                         values = FALSE),
-    vcov = saved_vcov(py, batch$ids, se),
+    vcov = saved_vcov(py, how$ids, how$se),
+    grid = grid,
     python = py
   )
 }
@@ -79,17 +106,24 @@ print.bulkem_tmap <- function(x, ...) {
   s <- x$summary
   counts <- table(s$status)
   orders <- attr(x, "orders")
+  grid <- attr(x, "grid")
+  branches <- if (is.null(grid)) {
+    sprintf("%d Erlang branch%s of orders %s", length(orders),
+            if (length(orders) == 1L) "" else "es", paste(orders, collapse = ", "))
+  } else {
+    grid_heading(grid, "Erlang branch orders")
+  }
   cat(sprintf(
-    paste0("bulkem fit: TMAP, %d Erlang branch%s of orders %s, %d trace%s, backend %s, ",
-           "seed %.0f, %.3g s\n"),
-    length(orders), if (length(orders) == 1L) "" else "es", paste(orders, collapse = ", "),
-    nrow(s), if (nrow(s) == 1L) "" else "s", attr(x, "backend"), attr(x, "seed"),
+    "bulkem fit: TMAP, %s, %d trace%s, backend %s, seed %.0f, %.3g s\n",
+    branches, nrow(s), if (nrow(s) == 1L) "" else "s", attr(x, "backend"), attr(x, "seed"),
     attr(x, "elapsed")
   ))
+  print_grid(x, "trace")
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
-  cat("Tables: $summary, $components (order, rate, alpha, exit per branch), $transitions (pi),",
-      "$starts, $start_values\n")
-  print(utils::head(s[, c("trace", "n_obs", "status", "loglik", "n_iter", "bic")], 10L))
+  cat("Tables: $summary, $components (order, rate, alpha, exit per branch), $transitions (pi), ",
+      "$starts, $start_values", if (!is.null(grid)) ", $selection (every size)", "\n", sep = "")
+  print(utils::head(s[, print_columns(x, c("trace", "n_obs", "status", "loglik", "n_iter",
+                                           "bic"))], 10L))
   if (nrow(s) > 10L) {
     cat("... ", nrow(s) - 10L, " more traces\n", sep = "")
   }
@@ -105,11 +139,17 @@ as.data.frame.bulkem_tmap <- as.data.frame.bulkem_fit
 `[.bulkem_tmap` <- `[.bulkem_fit`
 
 # A row per trace: alpha[i], rate[i] (branch i, from 1) and pi[i,j] (from the R tables).
+# A grid fit's traces have their chosen size's branches: columns for the most
+# branches chosen, NA beyond a trace's own.
 coef.bulkem_tmap <- function(object, ...) {
   s <- object$summary
   comp <- object$components
   tr <- object$transitions
-  R <- attr(object, "n_components")
+  R <- if (is.null(attr(object, "grid"))) {
+    attr(object, "n_components")
+  } else {
+    max(c(0L, comp$branch))
+  }
   pairs <- expand.grid(to = seq_len(R), from = seq_len(R))
   cols <- c(sprintf("alpha[%d]", seq_len(R)), sprintf("rate[%d]", seq_len(R)),
             sprintf("pi[%d,%d]", pairs$from, pairs$to))
@@ -125,10 +165,10 @@ coef.bulkem_tmap <- function(object, ...) {
 tmap_params <- function(fit, trace) {
   check_fit_class(fit, "bulkem_tmap", "fit_tmap")
   id <- fitted_trace(fit, trace)
-  R <- attr(fit, "n_components")
   comp <- fit$components[as.character(fit$components$trace) == as.character(id), ,
                          drop = FALSE]
   comp <- comp[order(comp$branch), , drop = FALSE]
+  R <- nrow(comp) # (the trace's chosen size in a grid fit)
   tr <- fit$transitions[as.character(fit$transitions$trace) == as.character(id), ,
                         drop = FALSE]
   pi <- matrix(0, R, R)

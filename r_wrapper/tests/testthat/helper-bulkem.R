@@ -44,3 +44,15 @@ ar1_noise <- function(n, phi = 0.7) {
   for (t in 2:n) z[t] <- phi * z[t - 1] + stats::rnorm(1)
   z + stats::rnorm(n, sd = 0.5)
 }
+
+# Runs `lines` (R code) in a new R session with this one's library paths and
+# environment, plus `env` (NAME=value).
+run_new_session <- function(lines, env = character()) {
+  script <- tempfile(fileext = ".R")
+  on.exit(unlink(script), add = TRUE)
+  writeLines(lines, script)
+  suppressWarnings(system2(file.path(R.home("bin"), "Rscript"), c("--vanilla", script),
+    stdout = TRUE, stderr = TRUE,
+    env = c(paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)), env)
+  ))
+}

@@ -68,7 +68,7 @@ test_that("bulkem() says it in its own argument names", {
   expect_error(bulkem(x, num.components = 0),
                "num.components must be >= 1; got num.components = 0.", fixed = TRUE)
   expect_error(bulkem(x, random.inits = 0), "random.inits must be >= 1", fixed = TRUE)
-  expect_error(bulkem(x, max.iters = 0), "max.iters must be >= 1", fixed = TRUE)
+  expect_error(bulkem(x, max.iters = -1), "max.iters must be >= 0", fixed = TRUE)
   expect_error(bulkem(x, epsilon = -1), "epsilon must be a number >= 0", fixed = TRUE)
   expect_error(bulkem(x, epsilon = "a"), "`epsilon` must be one number >= 0", fixed = TRUE)
   expect_error(bulkem(x, num.components = 1.5), "`num.components` must be one whole number",

@@ -101,18 +101,6 @@ saved_results <- function(f, png_dir, python = TRUE) {
   out
 }
 
-# Runs `lines` (R code) in a new R session with this one's library paths and
-# environment, plus `env` (NAME=value).
-run_new_session <- function(lines, env = character()) {
-  script <- tempfile(fileext = ".R")
-  on.exit(unlink(script), add = TRUE)
-  writeLines(lines, script)
-  suppressWarnings(system2(file.path(R.home("bin"), "Rscript"), c("--vanilla", script),
-    stdout = TRUE, stderr = TRUE,
-    env = c(paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)), env)
-  ))
-}
-
 test_that("every method of every fit class works on fits read back in a new R session", {
   skip_if_no_bulkem()
   fits <- saved_fits()
