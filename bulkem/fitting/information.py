@@ -69,6 +69,17 @@ def covariance(H: np.ndarray, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, P = H.shape[:2]
     cov = np.full((n, J.shape[1], J.shape[1]), np.nan)
     ok = np.zeros(n, dtype=bool)
+    finite = np.isfinite(H).all(axis=(1, 2))
+    try:  # every finite one at once, the usual case; else one by one, skipping the rest
+        chol = np.linalg.cholesky(-H[finite])
+    except np.linalg.LinAlgError:
+        chol = None
+    if chol is not None:
+        inv = np.linalg.inv(chol)
+        Jf = J[finite]
+        cov[finite] = Jf @ (np.swapaxes(inv, 1, 2) @ inv) @ np.swapaxes(Jf, 1, 2)
+        ok[finite] = True
+        return cov, ok
     for d in range(n):
         info = -H[d]
         if not np.all(np.isfinite(info)):
