@@ -387,10 +387,11 @@ def fit(
         information is not positive definite. They cost ``2 P^2 + 1`` E-steps per dataset
         for ``P`` free parameters.
     bootstrap : int, default 0
-        Mixture families: ``B`` datasets drawn from each fitted dataset's best fit (its
-        number of values each), refitted in one batch from ``n_starts`` random starts with
-        the same settings; percentile intervals of every parameter in an ``intervals``
-        table (``FitResult.intervals``).  Costs ``B`` times the fit.
+        Mixtures, HMMs and TMAPs: ``B`` datasets drawn from each fitted dataset's best fit
+        (its size each: values, sequence lengths, runs), refitted in one batch from
+        ``n_starts`` random starts with the same settings; percentile intervals of every
+        parameter in an ``intervals`` table (``FitResult.intervals``).  Costs ``B`` times
+        the fit.
     bootstrap_level : float, default 0.95
         Coverage of the bootstrap intervals: the ``(1 - level) / 2`` and ``(1 + level) /
         2`` quantiles of the refitted parameters.
@@ -476,10 +477,10 @@ def fit(
                          "starting values have one size; fit that size on its own with init=.")
     pairs = fam.read(datasets, dataset_col, value_col, sizes[0][2])
     fitted = [_model(fam, pairs, m, dtype, tuning, opts) for _, m, opts in sizes]  # all checked
-    if bootstrap and getattr(getattr(fitted[0], "family", None), "draw", None) is None:
+    if bootstrap and not result_class(fitted[0]).can_resample:
         raise ValueError(f"bootstrap= needs a sampler of the fitted model; the {fam.name!r} "
-                         "family has none yet (the mixture families have): leave bootstrap "
-                         "out, or use se=True for standard errors.")
+                         "family has none yet (the mixtures, HMMs and TMAPs have): leave "
+                         "bootstrap out, or use se=True for standard errors.")
     if criterion == "icl" and not result_class(fitted[0]).has_icl:
         raise ValueError(f"criterion='icl' needs the posterior probabilities of a mixture or "
                          f"HMM; the {fam.name!r} family has none: use 'bic' or 'aic'.")
@@ -909,9 +910,10 @@ def _trace_table(result: FitResult, job: Job) -> pd.DataFrame:
 
 def bootstrap_intervals(result: FitResult, model: Any, B: int, level: float,
                         fit_args: dict) -> None:
-    """Parametric bootstrap of a mixture fit, added to ``result`` in place: ``B`` datasets
-    drawn from every fitted dataset's best fit, each with that dataset's number of values
-    (seeded by the fit's seed and the dataset's place), refitted in one batch
+    """Parametric bootstrap of a fit, added to ``result`` in place: ``B`` datasets drawn from
+    every fitted dataset's best fit, each the size of that dataset
+    (:meth:`FitResult.replicates`, seeded by the fit's seed and the dataset's place), refitted
+    in one batch
     (:func:`_fit_model` with ``fit_args``); the ``intervals`` table holds, per (dataset,
     parameter in :meth:`Layout.names` order), the estimate, the ``(1 - level) / 2`` and
     ``(1 + level) / 2`` quantiles of the refits' parameters and ``n_boot``, the refits
@@ -920,13 +922,7 @@ def bootstrap_intervals(result: FitResult, model: Any, B: int, level: float,
 
     vids = list(result._best)
     lay = model.params_layout
-    n_obs = dict(zip(result.summary.iloc[:, 0], result.summary["n_obs"], strict=True))
-    pairs = []
-    for j, v in enumerate(vids):
-        n = int(n_obs[v])
-        rng = np.random.default_rng(np.random.SeedSequence([fit_args["seed"], j]))
-        x, _ = model.family.sample(result._best[v][0], model.n_components, B * n, rng)
-        pairs.extend((len(pairs), x[b * n:(b + 1) * n]) for b in range(B))
+    pairs = list(enumerate(result.replicates(B, fit_args["seed"])))
     refit = _fit_model(model, pairs, **fit_args) if pairs else None
     draws = np.full((len(vids), B, lay.size), np.nan)
     for k, (params, _) in (refit._best.items() if refit is not None else ()):

@@ -92,3 +92,40 @@ def test_bootstrap_of_a_batch_without_a_fit_is_an_empty_table():
     with pytest.warns(UserWarning):
         res = bulkem.fit([np.ones(50)], n_components=2, n_starts=2, bootstrap=5, backend="cpu")
     assert res.intervals.empty and list(res.intervals.columns)[-1] == "n_boot"
+
+
+def test_hmm_and_tmap_replicates_have_the_datasets_sizes_and_give_intervals(seed):
+    from reference_tmap import sample as tmap_sample
+
+    rng = np.random.default_rng(seed)
+    seqs = [[rng.integers(0, 4, n) for n in (30, 45)] for _ in range(2)]
+    hmm = bulkem.fit(seqs, family="hmm", emission="categorical", n_symbols=4, n_components=2,
+                     n_starts=2, seed=seed, max_iter=10, backend="cpu", bootstrap=4)
+    reps = hmm.replicates(3, seed)
+    assert len(reps) == 6 and all([len(s) for s in r] == [30, 45] for r in reps)
+    assert all(set(np.unique(np.concatenate(r))) <= {0.0, 1.0, 2.0, 3.0} for r in reps)
+    iv = hmm.intervals
+    assert len(iv) == 2 * hmm._model.params_layout.size and (iv.n_boot == 4).all()
+    assert iv.parameter.tolist()[:3] == ["startprob_1", "startprob_2", "transmat_1_1"]
+
+    p = {"alpha": np.array([0.6, 0.4]), "pi": np.array([[0.2, 0.3], [0.1, 0.4]]),
+         "rates": np.array([1.0, 3.0])}
+    runs = [tmap_sample(p, (1, 2), 50, np.random.default_rng(seed + k)) for k in range(2)]
+    tm = bulkem.fit(runs, family="tmap", orders=(1, 2), n_starts=2, seed=seed, max_iter=10,
+                    backend="cpu", bootstrap=3)
+    assert [len(r) for r in tm.replicates(2, seed)] == [50, 50, 50, 50]
+    assert tm.intervals.trace.tolist()[:1] == [0] and (tm.intervals.n_boot == 3).all()
+
+
+def test_the_hmm_sampler_has_the_models_stationary_emissions():
+    from bulkem.result.hmm import _draw
+
+    rng = np.random.default_rng(1)
+    seqs = [[rng.integers(0, 3, 40) for _ in range(2)]]
+    res = bulkem.fit(seqs, family="hmm", emission="categorical", n_symbols=3, n_components=2,
+                     n_starts=1, seed=1, max_iter=3, backend="cpu")
+    p = res._model.as_dict(res._best[0][0])
+    x = _draw(res._model, p, np.array([200_000]), np.random.default_rng(2))[0]
+    stationary = np.linalg.matrix_power(p["transmat"], 500)[0] @ p["emissionprob"]
+    np.testing.assert_allclose(np.bincount(x.astype(int), minlength=3) / len(x), stationary,
+                               atol=6e-3)

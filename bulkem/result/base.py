@@ -180,8 +180,9 @@ class FitResult:
     _chosen: dict = field(repr=False, default_factory=dict)
     _size_label: str | None = field(repr=False, default=None)
     # Whether ``entropy`` is defined (posterior probabilities of components or states),
-    # and so the ICL of a grid fit.
+    # and so the ICL of a grid fit; whether ``replicates`` is (fit(bootstrap=B)).
     has_icl: ClassVar[bool] = False
+    can_resample: ClassVar[bool] = False
 
     @staticmethod
     def before_fits(model, packed, job, n_starts) -> dict:
@@ -360,6 +361,20 @@ class FitResult:
         fit's components (or states) over the dataset's observations: ICL = BIC + 2 x
         entropy.  NaN where a dataset has no fit."""
         raise NotImplementedError(f"no posterior probabilities for the {self.family!r} family")
+
+    def replicates(self, B: int, seed: int) -> list:
+        """``B`` datasets drawn from each fitted dataset's best fit, the same size as it (the
+        same number of values, sequences of the same lengths, as many runs), in the form the
+        family reads: replicate ``b`` of the ``j``-th dataset of ``_best`` is entry ``j B +
+        b``; dataset ``j``'s draws are seeded by ``(seed, j)``."""
+        raise NotImplementedError(f"no sampler for the {self.family!r} family")
+
+    def _valid_index(self) -> dict:
+        """Each fitted dataset's position among the packed (valid) datasets."""
+        packed = self._packed
+        pos = {v: k for k, v in enumerate(packed.ids)}
+        where = {p: k for k, p in enumerate(packed.valid)}
+        return {v: where[pos[v]] for v in self._best}
 
     def _get(self, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         try:

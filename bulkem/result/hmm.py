@@ -44,6 +44,22 @@ class HMMResult(FitResult):
         return res
 
     has_icl = True
+    can_resample = True
+
+    def replicates(self, B: int, seed: int) -> list:
+        """:meth:`FitResult.replicates`: ``B`` sets of sequences of each fitted dataset's
+        lengths, every sequence of a dataset's replicates drawn together step by step."""
+        model, data = self._model, self._packed.data
+        lengths = np.diff(data.units)
+        out = []
+        for j, (v, k) in enumerate(self._valid_index().items()):
+            p = model.as_dict(self._best[v][0])
+            lens = np.tile(lengths[data.groups[k]:data.groups[k + 1]], B)
+            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
+            seqs = _draw(model, p, lens, rng)
+            per = len(lens) // B
+            out.extend(seqs[b * per:(b + 1) * per] for b in range(B))
+        return out
 
     def entropy(self) -> np.ndarray:
         """Per dataset of ``summary``: ``-sum_t sum_s g_ts log g_ts`` over the steps of its
@@ -200,3 +216,33 @@ class HMMResult(FitResult):
             seqs.append(x)
             states.append(s + 1)
         return seqs, states
+
+
+def _draw(model, p: dict, lengths: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Sequences of the given lengths from one HMM (``p`` by block name), all stepped
+    together: the states by inverse CDFs of ``startprob`` and ``transmat``, then the
+    emissions of every step at once."""
+    N, T, n = model.n_states, int(lengths.max(initial=0)), len(lengths)
+    states = np.empty((n, T), dtype=np.int64)
+    cum_a = np.cumsum(p["transmat"], axis=1)
+    cum_a[:, -1] = 1.0
+    first = np.cumsum(p["startprob"])
+    first[-1] = 1.0
+    if T:
+        states[:, 0] = np.searchsorted(first, rng.random(n), side="right")
+    for t in range(1, T):
+        states[:, t] = (rng.random((n, 1)) > cum_a[states[:, t - 1]]).sum(axis=1)
+    states = np.minimum(states, N - 1)
+    keep = np.arange(T)[None, :] < lengths[:, None]
+    s = states[keep]  # every step of every sequence, sequence after sequence
+    name = model.emission.name
+    if name == "categorical":
+        cum = np.cumsum(p["emissionprob"], axis=1)
+        x = np.minimum((rng.random((len(s), 1)) > cum[s]).sum(axis=1),
+                       cum.shape[1] - 1).astype(np.float64)
+    elif name == "gaussian":
+        x = rng.normal(p["means"][s], np.sqrt(p["vars"][s]))
+        x = x[:, 0] if model.K == 1 else x
+    else:
+        x = rng.poisson(p["lambdas"][s]).astype(np.float64)
+    return np.split(x, np.cumsum(lengths)[:-1])

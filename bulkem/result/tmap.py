@@ -47,6 +47,24 @@ class TMAPResult(FitResult):
             setattr(res, name, getattr(res, name).rename(columns=_RENAME))
         return res
 
+    can_resample = True
+
+    def replicates(self, B: int, seed: int) -> list:
+        """:meth:`FitResult.replicates`: ``B`` traces of each fitted trace's number of runs."""
+        from ..models.tmap import simulate
+
+        groups = self._packed.data.groups
+        out = []
+        for j, (v, k) in enumerate(self._valid_index().items()):
+            p = self._model.as_dict(self._best[v][0])
+            n_runs = int(groups[k + 1] - groups[k])
+            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
+            values, lengths, _ = simulate(p["alpha"], p["pi"], p["rates"], self._model.orders,
+                                          B * n_runs, rng)
+            runs = np.split(values, np.cumsum(lengths)[:-1])
+            out.extend(runs[b * n_runs:(b + 1) * n_runs] for b in range(B))
+        return out
+
     @property
     def transitions(self) -> pd.DataFrame:
         """One row per (trace, from_branch, to_branch): the fitted switching probability ``pi``."""
