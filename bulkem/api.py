@@ -387,8 +387,8 @@ def fit(
         information is not positive definite. They cost ``2 P^2 + 1`` E-steps per dataset
         for ``P`` free parameters.
     bootstrap : int, default 0
-        Mixtures, HMMs and TMAPs: ``B`` datasets drawn from each fitted dataset's best fit
-        (its size each: values, sequence lengths, runs), refitted in one batch from
+        ``B`` datasets drawn from each fitted dataset's best fit (its size each: values,
+        sequence or series lengths and missing steps, runs), refitted in one batch from
         ``n_starts`` random starts with the same settings; percentile intervals of every
         parameter in an ``intervals`` table (``FitResult.intervals``).  Costs ``B`` times
         the fit.
@@ -479,8 +479,8 @@ def fit(
     fitted = [_model(fam, pairs, m, dtype, tuning, opts) for _, m, opts in sizes]  # all checked
     if bootstrap and not result_class(fitted[0]).can_resample:
         raise ValueError(f"bootstrap= needs a sampler of the fitted model; the {fam.name!r} "
-                         "family has none yet (the mixtures, HMMs and TMAPs have): leave "
-                         "bootstrap out, or use se=True for standard errors.")
+                         "family has none: leave bootstrap out, or use se=True for standard "
+                         "errors.")
     if criterion == "icl" and not result_class(fitted[0]).has_icl:
         raise ValueError(f"criterion='icl' needs the posterior probabilities of a mixture or "
                          f"HMM; the {fam.name!r} family has none: use 'bic' or 'aic'.")

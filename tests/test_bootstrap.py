@@ -80,7 +80,6 @@ def test_sample_draws_from_the_fitted_mixture(seed):
     (dict(n_components=[1, 2], bootstrap=5), r"bootstrap= with a grid of sizes"),
     (dict(bootstrap=-1), r"bootstrap must be >= 0"),
     (dict(bootstrap=5, bootstrap_level=1.0), r"bootstrap_level must be a number between 0"),
-    (dict(family="ar", order=1, bootstrap=5), r"the 'ar' family has none yet"),
     (dict(bootstrap=5, checkpoint="unused"), r"bootstrap= is fitted in memory"),
 ])
 def test_bootstrap_arguments_are_checked_at_once(kwargs, match):
@@ -129,3 +128,25 @@ def test_the_hmm_sampler_has_the_models_stationary_emissions():
     stationary = np.linalg.matrix_power(p["transmat"], 500)[0] @ p["emissionprob"]
     np.testing.assert_allclose(np.bincount(x.astype(int), minlength=3) / len(x), stationary,
                                atol=6e-3)
+
+
+def test_state_space_replicates_keep_lengths_and_gaps_and_the_ar_moments(seed):
+    from bulkem import StateSpace
+    from bulkem.result.ssm import _simulate
+
+    y = _simulate(StateSpace.ar([0.6, -0.2], 1.0, 0.5), np.array([200_000]),
+                  np.random.default_rng(seed))[0]
+    rho1 = 0.6 / 1.2
+    var_z = 1.0 / (1 - 0.6 * rho1 - (-0.2) * (0.6 * rho1 - 0.2))
+    assert np.isclose(y.var(), var_z + 0.5, rtol=0.02)  # the AR variance plus the noise's
+    assert np.isclose(np.mean(y[1:] * y[:-1]), rho1 * var_z, rtol=0.03)
+    rng = np.random.default_rng(seed)
+    series = [[np.convolve(rng.standard_normal(n), [1.0, 0.6], "same") for n in (80, 60)]
+              for _ in range(2)]
+    series[0][1][7] = np.nan
+    res = bulkem.fit(series, family="ar", order=1, n_starts=2, seed=seed, max_iter=20,
+                     backend="cpu", bootstrap=3)
+    reps = res.replicates(2, seed)
+    assert [[len(s) for s in r] for r in reps] == [[80, 60]] * 4
+    assert np.isnan(reps[0][1][7]) and np.isfinite(reps[2][1]).all()
+    assert list(res.intervals.parameter[:3]) == ["phi_1", "state_var", "obs_var"]

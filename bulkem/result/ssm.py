@@ -57,6 +57,24 @@ class SSMResult(FitResult):
 
     # --- the fitted model -----------------------------------------------------------------
 
+    can_resample = True
+
+    def replicates(self, B: int, seed: int) -> list:
+        """:meth:`FitResult.replicates`: ``B`` sets of series of each fitted dataset's
+        lengths, missing where its series are, drawn from its fitted state-space model."""
+        data = self._packed.data
+        out = []
+        for j, (v, k) in enumerate(self._valid_index().items()):
+            ss = self._model.state_space(self._model.as_dict(self._best[v][0]))
+            units = range(data.groups[k], data.groups[k + 1])
+            given = [data.values[data.units[u]:data.units[u + 1]] for u in units]
+            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
+            drawn = _simulate(ss, np.tile([len(y) for y in given], B), rng)
+            for b in range(B):
+                out.append([np.where(np.isnan(y), np.nan, x)
+                            for y, x in zip(given, drawn[b * len(given):], strict=False)])
+        return out
+
     @per_dataset
     def state_space(self, dataset: Any):
         """The dataset's fitted model as a :class:`bulkem.StateSpace` (with its prior).
@@ -179,3 +197,25 @@ class SSMResult(FitResult):
                 why = not_finite(out.loglik[k], ys[k], "float64")
                 raise ValueError(f"series {k} cannot be scored: {why}")
         return float(out.loglik.sum())
+
+
+def _root(S: np.ndarray) -> np.ndarray:
+    """A square root ``L L^T = S`` of a covariance that may be singular (an AR state's)."""
+    w, V = np.linalg.eigh(np.asarray(S, dtype=np.float64))
+    return V * np.sqrt(np.clip(w, 0.0, None))
+
+
+def _simulate(ss, lengths: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Series of the given lengths from one linear-Gaussian model, all stepped together:
+    ``x_1 ~ N(m0, P0)``, ``x_t = F x_{t-1} + w_t``, ``y_t = H x_t + v_t`` (1-D series for one
+    observed dimension)."""
+    F, H = np.asarray(ss["F"], np.float64), np.asarray(ss["H"], np.float64)
+    LQ, LR, LP = _root(ss["Q"]), _root(ss["R"]), _root(ss["P0"])
+    n, T, S, O = len(lengths), int(lengths.max(initial=0)), F.shape[0], H.shape[0]
+    y = np.empty((n, T, O))
+    x = np.asarray(ss["m0"], np.float64) + rng.standard_normal((n, S)) @ LP.T
+    for t in range(T):
+        if t:
+            x = x @ F.T + rng.standard_normal((n, S)) @ LQ.T
+        y[:, t] = x @ H.T + rng.standard_normal((n, O)) @ LR.T
+    return [y[i, :lengths[i], 0] if O == 1 else y[i, :lengths[i]] for i in range(n)]
