@@ -444,14 +444,9 @@ def fit(
     if tuning is None and grid is not None:  # one CPU mixture kernel for every size
         tuning = Tuning(cpu_sizes="run-time")
     tuning = check_tuning(tuning)
-    if not isinstance(se, (bool, np.bool_)):
-        raise TypeError(f"se must be True or False; got se = {se!r}.")
-    if not isinstance(strict, (bool, np.bool_)):
-        raise TypeError(f"strict must be True or False; got strict = {strict!r}.")
-    if not isinstance(reorder, (bool, np.bool_)):
-        raise TypeError(f"reorder must be True or False; got reorder = {reorder!r}.")
-    if not isinstance(trace, (bool, np.bool_)):
-        raise TypeError(f"trace must be True or False; got trace = {trace!r}.")
+    for name, flag in (("se", se), ("strict", strict), ("reorder", reorder), ("trace", trace)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False; got {name} = {flag!r}.")
     if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
         raise TypeError(f"progress must be True, False, None or a callable progress(done, "
                         f"total); got progress = {progress!r}.")
@@ -503,18 +498,17 @@ def fit(
                 f"init gives {len(user)} starts but n_starts = {n_starts}; "
                 f"set n_starts >= {len(user)}."
             )
-    engine = resolve_backend(backend)
-    results = {size: _fit_model(model, pairs, n_starts, seed, user, dtype, max_iter, float(tol),
-                                init_method, float(reg_covar), engine, strict, progress, se, t0,
-                                bool(reorder), bool(trace))
+    settings = dict(n_starts=n_starts, seed=seed, dtype=dtype, max_iter=max_iter, tol=float(tol),
+                    init_method=init_method, reg_covar=float(reg_covar),
+                    engine=resolve_backend(backend), progress=progress, t0=t0,
+                    reorder=bool(reorder))
+    results = {size: _fit_model(model, pairs, user=user, strict=bool(strict), se=bool(se),
+                                trace=bool(trace), **settings)
                for (size, _, _), model in zip(sizes, fitted, strict=True)}
     if grid is None:
         result = results[sizes[0][0]]
-        if bootstrap:
-            boot = dict(n_starts=n_starts, seed=seed, user=None, dtype=dtype, max_iter=max_iter,
-                        tol=float(tol), init_method=init_method, reg_covar=float(reg_covar),
-                        engine=engine, strict=False, progress=progress, se=False, t0=t0,
-                        reorder=bool(reorder))
+        if bootstrap:  # the refits: fresh starts, nothing but their parameters kept
+            boot = {**settings, "user": None, "strict": False, "se": False, "trace": False}
             bootstrap_intervals(result, fitted[0], bootstrap, float(bootstrap_level), boot)
             result.elapsed = time.perf_counter() - t0
     else:
@@ -540,10 +534,10 @@ def fit(
     return result
 
 
-def _fit_model(model, pairs: list, n_starts: int, seed: int, user: Any, dtype: str,
+def _fit_model(model, pairs: list, *, n_starts: int, seed: int, user: Any, dtype: str,
                max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
-               strict: bool, progress: Any, se: bool, t0: float,
-               reorder: bool = True, trace: bool = False) -> FitResult:
+               strict: bool, progress: Any, se: bool, t0: float, reorder: bool,
+               trace: bool) -> FitResult:
     """Pack the datasets for ``model``, fit every (dataset, start) and build the tables."""
     packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
