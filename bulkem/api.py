@@ -398,8 +398,9 @@ def fit(
     trace : bool, default False
         Keep every start's log-likelihood after each iteration: a ``trace`` table, one row
         per (dataset, start, iteration): ``iteration`` (M-steps done, from 0) and
-        ``loglik``, for convergence plots.  Recorded by the bulk strategy (and the CPU's
-        one-large-dataset regime); ``n_fits x (max_iter + 1)`` numbers of memory.
+        ``loglik``, for convergence plots.  Recorded by the bulk strategy and the CPU's
+        large and wide ones (not yet the GPU's wide, large and many-states engines);
+        ``n_fits x (max_iter + 1)`` numbers of memory.
     reorder : bool, default True
         Number each best fit's components, states or branches in the family's canonical
         order (by location); False keeps the order the fit holds them in, that of ``init``

@@ -62,6 +62,23 @@ def test_trace_in_a_grid_and_its_checks(seed):
     with pytest.raises(TypeError, match="trace must be True or False"):
         bulkem.fit(x, trace=1, backend="cpu")
     runs = [[np.ones(2)] * 5]
-    with pytest.raises(ValueError, match="trace=True is recorded by the one EM driver"):
-        bulkem.fit(runs, family="tmap", orders=(1, 2), n_starts=1, backend="cpu", trace=True,
+    with pytest.raises(ValueError, match="trace=True is recorded by the 'bulk' strategy"):
+        bulkem.fit(runs, family="tmap", orders=(1, 2), n_starts=1, backend="cuda", trace=True,
                    tuning=Tuning(strategy="wide"))
+
+
+def test_trace_of_the_wide_cpu_regime_equals_the_bulk_engines(seed):
+    """One TMAP trace of many runs (the paper's convergence figures) on the CPU's wide
+    engine: the bulk engine's trace (to rounding: the wide engine adds its blocks' sums)."""
+    from reference_tmap import sample
+
+    p = {"alpha": np.array([0.6, 0.4]), "pi": np.array([[0.2, 0.3], [0.1, 0.4]]),
+         "rates": np.array([1.0, 3.0])}
+    runs = [sample(p, (1, 2), 300, np.random.default_rng(seed))]
+    kw = dict(family="tmap", orders=(1, 2), n_starts=2, seed=seed, max_iter=6, tol=0.0,
+              backend="cpu", trace=True)
+    wide = bulkem.fit(runs, tuning=Tuning(strategy="wide", wide_cpu_chunk_units=32), **kw)
+    bulk = bulkem.fit(runs, tuning=Tuning(strategy="bulk"), **kw)
+    assert len(wide.trace) == 2 * 7
+    assert wide.trace.iloc[:, :3].equals(bulk.trace.iloc[:, :3])
+    np.testing.assert_allclose(wide.trace.loglik, bulk.trace.loglik, rtol=1e-12)

@@ -46,8 +46,9 @@ def runner(model, dtype):
 
     * ``setup(data64, lo, hi, chunk) -> tot``: the fit's constants;
     * ``loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol,
-      drop_rtol, reg) -> (status, n_iter, loglik)``: the EM iterations; with
-      ``max_iter=0``, one E-step: the log-likelihood at ``params``.
+      drop_rtol, reg, trace) -> (status, n_iter, loglik)``: the EM iterations, each one's
+      log-likelihood in ``trace[it]`` as far as it is long; with ``max_iter=0``, one E-step:
+      the log-likelihood at ``params``.
     """
     dtype = np.dtype(dtype)
     key = (model.cpu_key, dtype.name)
@@ -76,7 +77,8 @@ def runner(model, dtype):
         return tot
 
     @njit_cached(("wide-loop", model.cpu_key, dtype.name), parallel=True)
-    def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg):
+    def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg,
+             trace):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk
         part = np.empty((n_chunks, NS))
@@ -106,6 +108,8 @@ def runner(model, dtype):
             for c in range(n_chunks):
                 ll += llp[c]
             ll = ll + base + const  # the bulk driver's order (bulkem.fitting.driver): same bits
+            if it < len(trace):
+                trace[it] = ll
             status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
             if status >= 0:
                 return status, it, ll
@@ -129,18 +133,21 @@ def run_fits(job, progress) -> None:
     setup64, loop64 = runner(job.model, np.float64)
     chunk = job.tuning.wide_cpu_chunk_units
     no_tot = np.zeros(0)
+    trace = job.trace if job.trace is not None else np.empty((len(job.fit_ds), 0))
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
         lo, hi = int(offsets[d]), int(offsets[d + 1])
         tot = setup64(data64, lo, hi, chunk) if job.model.sizes().totals else no_tot
         args = (lo, hi, chunk, float(const[d]), job.params[f], tot, n_buf, EXP_CONSTS)
-        st, it, ll = loop(data, *args, job.max_iter, job.tol, job.drop_rtol, job.reg)
+        st, it, ll = loop(data, *args, job.max_iter, job.tol, job.drop_rtol, job.reg, trace[f])
         if narrow_dt and gave_up(st):  # fitted again in float64, from its start
             job.params[f] = job.init[f]
             st, it, ll = loop64(data64, *args, job.max_iter, job.tol,
-                                job.drop_rtol64, job.reg)
+                                job.drop_rtol64, job.reg, trace[f])
         elif narrow_dt:  # the returned log-likelihood: one float64 E-step at the parameters
-            ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg)[2]
+            ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg, no_tot)[2]
+            if len(trace[f]):
+                trace[f, it] = ll
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll
