@@ -1,10 +1,11 @@
-# The parametric bootstrap of a mixture fit: fit_mixture(bootstrap = B,
-# bootstrap_level = 0.95) (Python's bulkem.fit(bootstrap=B)): B datasets drawn
-# from each fitted dataset's best fit, refitted, and the percentile intervals
-# of every parameter in the table `intervals`, one row per (dataset,
-# parameter). The fit's attribute "bootstrap" is list(refits =, level =), what
-# was asked for (NULL without a bootstrap). And mixture_sample(): values drawn
-# from a dataset's fitted mixture.
+# The parametric bootstrap of a fit: fit_mixture(), fit_hmm(), fit_tmap() and
+# fit_ssm() with bootstrap = B, bootstrap_level = 0.95 (Python's
+# bulkem.fit(bootstrap=B)): B datasets drawn from each fitted dataset's best
+# fit, refitted, and the percentile intervals of every parameter in the table
+# `intervals`, one row per (dataset, parameter) (per (trace, parameter) for a
+# TMAP). The fit's attribute "bootstrap" is list(refits =, level =), what was
+# asked for (NULL without a bootstrap). And mixture_sample(): values drawn from
+# a dataset's fitted mixture.
 
 # bootstrap, bootstrap_level: checked; returns the refits as an R integer (what
 # bulkem.fit takes). The level is checked even without refits, as in Python.

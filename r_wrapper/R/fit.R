@@ -191,7 +191,7 @@ warn_not_converged <- function(status, max_iter, tol, interface = "fit_mixture")
 # key: the column naming each row's dataset ("trace" for a TMAP). A grid fit
 # (grid: its attribute, see selection.R) adds the table `selection`, and its
 # summary's size column is R's (integers, or Erlang orders as text "1,2,3");
-# a mixture fit with bootstrap = B the table `intervals` (see bootstrap.R).
+# a fit with bootstrap = B the table `intervals` (see bootstrap.R).
 r_tables <- function(py, ids, key = "dataset", grid = NULL) {
   summary <- r_table(py$summary)
   components <- r_table(py$components)

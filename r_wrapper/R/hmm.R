@@ -7,7 +7,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     dtype = "float64", init = NULL, params = "ste", reg_covar = 1e-6,
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
                     sequence_col = "sequence", value_col = "value", checkpoint = NULL, se = FALSE,
-                    criterion = "bic", ...) {
+                    criterion = "bic", bootstrap = 0, bootstrap_level = 0.95, ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -27,9 +27,11 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   one_number(reg_covar, "reg_covar")
   check_se(se)
   check_criterion(criterion)
+  n_boot <- check_bootstrap(bootstrap, bootstrap_level)
   n_components <- py_sizes(components, "components")
   if (length(components) > 1L) {
-    check_grid_args(components, "components", init, checkpoint)
+    check_grid_args(components, "components", init, checkpoint, bootstrap = n_boot,
+                    maker = "fit_hmm")
   }
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
@@ -66,7 +68,9 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     sequence_col = sequence_col,
     checkpoint = cp$path,
     se = se,
-    criterion = criterion
+    criterion = criterion,
+    bootstrap = n_boot,
+    bootstrap_level = as.double(bootstrap_level)
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")
@@ -75,7 +79,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   py <- do.call(py_call, args)
   how <- list(
     ids = batch$ids, lengths = batch$lengths, labels = batch$labels, emission = emission,
-    params = params, symbols = symbols, levels = coded$levels, se = se, criterion = criterion
+    params = params, symbols = symbols, levels = coded$levels, se = se, criterion = criterion,
+    bootstrap = bootstrap, bootstrap_level = bootstrap_level
   )
   fit <- hmm_fit(py, how, checkpoint = checkpoint_done(cp))
   warn_not_converged(fit$summary$status, max_iter, tol)
@@ -86,7 +91,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
 # grid of sizes (see selection.R): fit_hmm(), and fit_size() of a grid fit.
 # how: what fit_hmm() knew besides the result (dataset ids, sequence lengths
 # and labels, the emission, params, the number of symbols given, a factor's
-# levels, se, criterion).
+# levels, se, criterion, bootstrap, bootstrap_level).
 hmm_fit <- function(py, how, checkpoint = NULL) {
   emission <- how$emission
   grid <- py_grid(py, how)
@@ -112,6 +117,15 @@ hmm_fit <- function(py, how, checkpoint = NULL) {
     probs <- startsWith(names(sv), "prob_")
     names(sv)[probs] <- paste0("prob_", levels[seq_len(sum(probs))])
     tables$start_values <- sv
+    iv <- tables$intervals # (bootstrap = B) prob_<state>_<symbol> -> prob_<state>_<level>
+    if (!is.null(iv)) {
+      hit <- regmatches(iv$parameter, regexec("^prob_([0-9]+)_([0-9]+)$", iv$parameter))
+      k <- vapply(hit, function(h) if (length(h) == 3L) as.integer(h[3L]) + 1L else NA_integer_,
+                  integer(1))
+      at <- !is.na(k) & k <= length(levels)
+      iv$parameter[at] <- paste0("prob_", vapply(hit[at], `[`, "", 2L), "_", levels[k[at]])
+      tables$intervals <- iv
+    }
   }
   symbols <- how$symbols
   structure(
@@ -123,7 +137,8 @@ hmm_fit <- function(py, how, checkpoint = NULL) {
         starts = tables$starts,
         start_values = tables$start_values
       ),
-      if (!is.null(grid)) list(selection = tables$selection)
+      if (!is.null(grid)) list(selection = tables$selection),
+      if (!is.null(tables$intervals)) list(intervals = tables$intervals)
     ),
     class = "bulkem_hmm",
     backend = reticulate::py_to_r(py$backend),
@@ -144,6 +159,7 @@ hmm_fit <- function(py, how, checkpoint = NULL) {
                         n_symbols = n_symbols),
     vcov = saved_vcov(py, how$ids, how$se),
     grid = grid,
+    bootstrap = bootstrap_attr(py, how),
     python = py
   )
 }
@@ -174,7 +190,9 @@ print.bulkem_hmm <- function(x, ...) {
   print_grid(x, word = "states")
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
   cat("Tables: $summary, $components, $transitions, $starts, $start_values",
-      if (!is.null(grid)) ", $selection (every size)", "\n", sep = "")
+      if (!is.null(grid)) ", $selection (every size)",
+      if (!is.null(x$intervals)) paste0(", $intervals (", bootstrap_text(x), ")"), "\n",
+      sep = "")
   print(utils::head(s[, print_columns(x, c("dataset", "n_obs", "status", "loglik", "n_iter",
                                            "bic"))], 10L))
   if (nrow(s) > 10L) {

@@ -109,8 +109,9 @@ check_orders_grid <- function(orders) {
 
 # Arguments that take one size only, refused with a grid (Python refuses them
 # too, in its own terms). name: the R argument holding the grid; bootstrap: the
-# refits asked for (fit_mixture()).
-check_grid_args <- function(sizes, name, init = NULL, checkpoint = NULL, bootstrap = 0L) {
+# refits asked for; maker: the R function called, which the advice names.
+check_grid_args <- function(sizes, name, init = NULL, checkpoint = NULL, bootstrap = 0L,
+                            maker = "fit_mixture") {
   if (!is.null(init)) {
     stop("`init` with a grid of sizes (", name, " = ", grid_call(sizes), "): starting values ",
       "have one size; fit that size on its own with init = .",
@@ -127,7 +128,7 @@ check_grid_args <- function(sizes, name, init = NULL, checkpoint = NULL, bootstr
   if (bootstrap > 0L) {
     stop("`bootstrap` with a grid of sizes (", name, " = ", grid_call(sizes), "): the ",
       "bootstrap refits one size. Choose the size with the grid fit, then bootstrap that ",
-      "size fitted alone: fit_mixture(..., ", name, " = <the size chosen>, bootstrap = ",
+      "size fitted alone: ", maker, "(..., ", name, " = <the size chosen>, bootstrap = ",
       bootstrap, ").",
       call. = FALSE
     )

@@ -5,7 +5,8 @@
 fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
-                    value_col = "value", checkpoint = NULL, se = FALSE, criterion = "bic") {
+                    value_col = "value", checkpoint = NULL, se = FALSE, criterion = "bic",
+                    bootstrap = 0, bootstrap_level = 0.95) {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -19,11 +20,13 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   one_number(tol, "tol")
   check_se(se)
   check_criterion(criterion)
+  n_boot <- check_bootstrap(bootstrap, bootstrap_level)
   ar <- identical(model, "ar")
   if (ar) {
     py_order <- py_sizes(order, "order")
     if (length(order) > 1L) {
-      check_grid_args(order, "order", checkpoint = checkpoint)
+      check_grid_args(order, "order", checkpoint = checkpoint, bootstrap = n_boot,
+                      maker = "fit_ssm")
     }
   }
   cp <- checkpoint_start(checkpoint)
@@ -47,6 +50,8 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     checkpoint = cp$path,
     se = se,
     criterion = criterion,
+    bootstrap = n_boot,
+    bootstrap_level = as.double(bootstrap_level),
     .terms = terms
   )
   if (ar) {
@@ -55,7 +60,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   py <- do.call(py_call, args)
   how <- list(ids = batch$ids, lengths = batch$lengths, labels = batch$labels, model = model,
               order = if (ar) as.integer(order) else NA_integer_, se = se,
-              criterion = criterion)
+              criterion = criterion, bootstrap = bootstrap, bootstrap_level = bootstrap_level)
   fit <- ssm_fit(py, how, checkpoint = checkpoint_done(cp))
   warn_not_converged(fit$summary$status, max_iter, tol)
   fit
@@ -65,7 +70,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
 # of one size or a grid of AR orders (see selection.R): fit_ssm(), and
 # fit_size() of a grid fit. how: what fit_ssm() knew besides the result
 # (dataset ids, series lengths and labels, the model, the order: one, or a
-# vector for a grid; se, criterion).
+# vector for a grid; se, criterion, bootstrap, bootstrap_level).
 ssm_fit <- function(py, how, checkpoint = NULL) {
   grid <- py_grid(py, how)
   ar <- identical(how$model, "ar")
@@ -85,6 +90,7 @@ ssm_fit <- function(py, how, checkpoint = NULL) {
     saved = saved_state(py, if (ar) list(order = order) else list()),
     vcov = saved_vcov(py, how$ids, how$se),
     grid = grid,
+    bootstrap = bootstrap_attr(py, how),
     python = py
   )
 }
@@ -105,7 +111,9 @@ print.bulkem_ssm <- function(x, ...) {
   print_grid(x)
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
   cat("Tables: $summary, $components (one row per parameter), $starts, $start_values",
-      if (!is.null(grid)) ", $selection (every size)", "\n", sep = "")
+      if (!is.null(grid)) ", $selection (every size)",
+      if (!is.null(x$intervals)) paste0(", $intervals (", bootstrap_text(x), ")"), "\n",
+      sep = "")
   print(utils::head(s[, print_columns(x, c("dataset", "n_obs", "status", "loglik", "n_iter",
                                            "bic", "ar_radius"))], 10L))
   if (nrow(s) > 10L) {

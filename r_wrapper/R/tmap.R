@@ -6,7 +6,8 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
                      seed = NULL, backend = "auto", dtype = "float64", init = NULL,
                      drop_bad_runs = FALSE, strict = FALSE, progress = FALSE,
                      trace_col = "trace", run_col = "run", value_col = "value",
-                     checkpoint = NULL, se = FALSE, criterion = "bic") {
+                     checkpoint = NULL, se = FALSE, criterion = "bic", bootstrap = 0,
+                     bootstrap_level = 0.95) {
   checked <- check_orders_grid(orders)
   orders <- checked$orders
   one_string(trace_col, "trace_col")
@@ -15,8 +16,9 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
   one_number(tol, "tol")
   check_se(se)
   check_criterion(criterion)
+  n_boot <- check_bootstrap(bootstrap, bootstrap_level)
   if (checked$grid) {
-    check_grid_args(orders, "orders", init, checkpoint)
+    check_grid_args(orders, "orders", init, checkpoint, bootstrap = n_boot, maker = "fit_tmap")
   }
   if (!is.logical(drop_bad_runs) || length(drop_bad_runs) != 1L || is.na(drop_bad_runs)) {
     stop("`drop_bad_runs` must be TRUE or FALSE, got ",
@@ -52,11 +54,14 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     checkpoint = cp$path,
     se = se,
     criterion = criterion,
+    bootstrap = n_boot,
+    bootstrap_level = as.double(bootstrap_level),
     .terms = terms
   )
   py <- do.call(py_call, args)
   how <- list(ids = batch$ids, labels = batch$labels, orders = orders,
-              drop_bad_runs = drop_bad_runs, se = se, criterion = criterion)
+              drop_bad_runs = drop_bad_runs, se = se, criterion = criterion,
+              bootstrap = bootstrap, bootstrap_level = bootstrap_level)
   fit <- tmap_fit(py, how, checkpoint = checkpoint_done(cp))
   warn_not_converged(fit$summary$status, max_iter, tol)
   fit
@@ -65,7 +70,8 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
 # The R fit of a Python result of bulkem.fit(family = "tmap"), of one size or
 # a grid of sizes (see selection.R): fit_tmap(), and fit_size() of a grid fit.
 # how: what fit_tmap() knew besides the result (trace ids, run labels, the
-# orders: a vector, or a list of them for a grid; drop_bad_runs, se, criterion).
+# orders: a vector, or a list of them for a grid; drop_bad_runs, se, criterion,
+# bootstrap, bootstrap_level).
 tmap_fit <- function(py, how, checkpoint = NULL) {
   grid <- py_grid(py, how)
   tables <- r_tables(py, how$ids, key = "trace", grid = grid)
@@ -83,7 +89,8 @@ tmap_fit <- function(py, how, checkpoint = NULL) {
         starts = tables$starts,
         start_values = tables$start_values
       ),
-      if (!is.null(grid)) list(selection = tables$selection)
+      if (!is.null(grid)) list(selection = tables$selection),
+      if (!is.null(tables$intervals)) list(intervals = tables$intervals)
     ),
     class = "bulkem_tmap",
     backend = reticulate::py_to_r(py$backend),
@@ -98,6 +105,7 @@ tmap_fit <- function(py, how, checkpoint = NULL) {
                         values = FALSE),
     vcov = saved_vcov(py, how$ids, how$se),
     grid = grid,
+    bootstrap = bootstrap_attr(py, how),
     python = py
   )
 }
@@ -121,7 +129,9 @@ print.bulkem_tmap <- function(x, ...) {
   print_grid(x, "trace")
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")
   cat("Tables: $summary, $components (order, rate, alpha, exit per branch), $transitions (pi), ",
-      "$starts, $start_values", if (!is.null(grid)) ", $selection (every size)", "\n", sep = "")
+      "$starts, $start_values", if (!is.null(grid)) ", $selection (every size)",
+      if (!is.null(x$intervals)) paste0(", $intervals (", bootstrap_text(x), ")"), "\n",
+      sep = "")
   print(utils::head(s[, print_columns(x, c("trace", "n_obs", "status", "loglik", "n_iter",
                                            "bic"))], 10L))
   if (nrow(s) > 10L) {

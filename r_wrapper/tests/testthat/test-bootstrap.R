@@ -240,3 +240,191 @@ test_that("mixture_sample() of a Gaussian mixture: a column per dimension", {
   expect_identical(unname(as.matrix(draw[, 1:2])),
                    bulkem:::py_matrix(reticulate::py_get_item(out, 0L)))
 })
+
+# fit_hmm(), fit_tmap() and fit_ssm() with bootstrap = B: the intervals table
+# against Python's bulkem.fit(bootstrap=B) on the same data and seed, the
+# methods that walk a fit's tables, and the arguments' checks. Tiny fits of the
+# sizes the other tests compile (2 states and 3 symbols; orders 1, 2, 3; AR(1)
+# and a local level), 2 starts, 3 refits.
+
+# A fit's intervals table against Python's: the same rows and numbers, ids
+# as the R fit gives them (`ids`: the R ids of Python's in order).
+expect_python_intervals <- function(iv, py_iv, key, ids) {
+  expect_named(iv, c(key, "parameter", "estimate", "lower", "upper", "n_boot"))
+  expect_identical(nrow(iv), reticulate::py_len(py_iv))
+  expect_identical(iv[[key]], ids)
+  expect_identical(iv$parameter, py_col(py_iv, "parameter"))
+  for (col in c("estimate", "lower", "upper")) {
+    expect_equal(iv[[col]], py_col(py_iv, col), tolerance = 1e-12, info = col)
+  }
+  expect_type(iv$n_boot, "integer")
+  expect_identical(iv$n_boot, as.integer(py_col(py_iv, "n_boot")))
+  expect_true(all(iv$n_boot >= 1L & iv$n_boot <= 3L))
+  expect_true(all(is.finite(iv$lower) & is.finite(iv$upper)))
+  expect_true(all(iv$lower <= iv$upper))
+}
+
+# 2 datasets of 2 categorical sequences of 40 symbols 0..2 (R's random numbers),
+# and the same values as Python's list of lists of arrays.
+hmm_boot_data <- function() {
+  set.seed(21)
+  chain <- function(n) {
+    s <- cumsum(stats::runif(n) < 0.1) %% 2
+    as.double(ifelse(s == 0, sample(0:1, n, TRUE), sample(1:2, n, TRUE)))
+  }
+  r <- list(list(chain(40), chain(40)), list(chain(40), chain(40)))
+  py <- reticulate::r_to_py(lapply(r, function(d) lapply(d, bulkem:::py_float_array)))
+  list(r = r, py = py)
+}
+
+test_that("fit_hmm(bootstrap = B): Python's intervals table, kept by the fit's methods", {
+  skip_if_no_bulkem()
+  data <- hmm_boot_data()
+  fit <- quiet(fit_hmm(data$r, 2, symbols = 3, starts = 2, max_iter = 10, seed = 5,
+                       backend = "cpu", bootstrap = 3))
+  py <- py_bulkem()$fit(data$py, family = "hmm", emission = "categorical", n_symbols = 3L,
+                        n_components = 2L, n_starts = 2L, max_iter = 10L, seed = 5L,
+                        backend = "cpu", bootstrap = 3L, progress = FALSE)
+  expect_named(fit, c("summary", "components", "transitions", "starts", "start_values",
+                      "intervals"))
+  iv <- fit$intervals
+  # 2 start probabilities, 4 transitions, 2 x 3 emission probabilities per dataset
+  expect_python_intervals(iv, py$intervals$astype(reticulate::dict(dataset = "int64")),
+                          "dataset", rep(1:2, each = 12L))
+  expect_identical(iv$parameter[1:12], c("startprob_1", "startprob_2", "transmat_1_1",
+                                         "transmat_1_2", "transmat_2_1", "transmat_2_2",
+                                         "prob_1_0", "prob_1_1", "prob_1_2", "prob_2_0",
+                                         "prob_2_1", "prob_2_2"))
+  # the estimates are the fitted parameters of the tables
+  tr <- fit$transitions[fit$transitions$dataset == 2, ]
+  expect_equal(iv$estimate[iv$dataset == 2 & startsWith(iv$parameter, "transmat_")],
+               tr$prob[order(tr$from_state, tr$to_state)], tolerance = 1e-12)
+  comp <- fit$components[fit$components$dataset == 1, ]
+  expect_equal(iv$estimate[iv$dataset == 1 & startsWith(iv$parameter, "prob_")],
+               as.vector(t(as.matrix(comp[, c("prob_0", "prob_1", "prob_2")]))),
+               tolerance = 1e-12)
+  expect_identical(attr(fit, "bootstrap"), list(refits = 3L, level = 0.95))
+  expect_output(print(fit), paste0("Tables: $summary, $components, $transitions, $starts, ",
+                                   "$start_values, $intervals (95% bootstrap intervals, ",
+                                   "3 refits)"), fixed = TRUE)
+  expect_identical(as.data.frame(fit, table = "intervals"), iv)
+  two <- fit[2]
+  expect_equal(two$intervals, iv[13:24, ], ignore_attr = TRUE)
+  expect_identical(attr(two, "bootstrap"), attr(fit, "bootstrap"))
+  expect_identical(fit[c(2, 1)]$intervals$dataset, rep(2:1, each = 12L))
+  file <- tempfile(fileext = ".rds")
+  on.exit(unlink(file), add = TRUE)
+  saveRDS(fit, file)
+  again <- readRDS(file)
+  expect_identical(again$intervals, iv)
+  expect_identical(again[1]$intervals, fit[1]$intervals)
+  # factor sequences: the same fit, the symbols named by their levels
+  lv <- c("x", "y", "z")
+  coded <- lapply(data$r, function(d) lapply(d, function(s) factor(lv[s + 1], levels = lv)))
+  byfactor <- quiet(fit_hmm(coded, 2, starts = 2, max_iter = 10, seed = 5, backend = "cpu",
+                            bootstrap = 3))
+  named <- iv$parameter
+  for (k in 0:2) named <- sub(paste0("^(prob_[0-9]+)_", k, "$"), paste0("\\1_", lv[k + 1]), named)
+  expect_identical(byfactor$intervals$parameter, named)
+  expect_equal(byfactor$intervals[, -2], iv[, -2], tolerance = 1e-12)
+  # without a bootstrap: no table, and print() does not name it
+  plain <- quiet(fit_hmm(data$r, 2, symbols = 3, starts = 2, max_iter = 10, seed = 5,
+                         backend = "cpu"))
+  expect_null(plain$intervals)
+  expect_null(attr(plain, "bootstrap"))
+  expect_equal(unclass(fit)[names(plain)], unclass(plain)[names(plain)])
+  # the arguments, checked in R
+  expect_error(fit_hmm(data$r, 2, symbols = 3, bootstrap = -1),
+               "`bootstrap` must be one whole number >= 0", fixed = TRUE)
+  expect_error(fit_hmm(data$r, 2, symbols = 3, bootstrap = 3, bootstrap_level = 1),
+               "`bootstrap_level` must be one number between 0 and 1", fixed = TRUE)
+  expect_error(fit_hmm(data$r, 2:3, symbols = 3, bootstrap = 3), paste0(
+    "`bootstrap` with a grid of sizes (components = 2:3): the bootstrap refits one size. ",
+    "Choose the size with the grid fit, then bootstrap that size fitted alone: ",
+    "fit_hmm(..., components = <the size chosen>, bootstrap = 3)."), fixed = TRUE)
+})
+
+test_that("fit_tmap(bootstrap = B): Python's intervals table, one row per (trace, parameter)", {
+  skip_if_no_bulkem()
+  py_traces <- lapply(1:2, function(i) {
+    py_bulkem()$datasets$simulate_tmap(30L, seed = as.integer(1L + i), as_frame = FALSE)
+  })
+  runs <- lapply(py_traces, function(trace) {
+    lapply(seq_len(reticulate::py_len(trace)) - 1L, function(k) {
+      as.double(unlist(reticulate::py_to_r(reticulate::py_get_item(trace, k)$tolist())))
+    })
+  })
+  fit <- quiet(fit_tmap(runs, orders = c(1, 2, 3), starts = 2, max_iter = 15, seed = 3,
+                        backend = "cpu", bootstrap = 3, bootstrap_level = 0.9))
+  py <- py_bulkem()$fit(reticulate::r_to_py(py_traces), family = "tmap",
+                        orders = reticulate::tuple(1L, 2L, 3L), n_starts = 2L, max_iter = 15L,
+                        seed = 3L, backend = "cpu", bootstrap = 3L, bootstrap_level = 0.9,
+                        progress = FALSE)
+  expect_named(fit, c("summary", "components", "transitions", "starts", "start_values",
+                      "intervals"))
+  iv <- fit$intervals
+  # 3 start probabilities, 3 x 3 transitions, 3 rates per trace
+  expect_python_intervals(iv, py$intervals$astype(reticulate::dict(trace = "int64")),
+                          "trace", rep(1:2, each = 15L))
+  expect_setequal(iv$parameter, c(sprintf("alpha_%d", 1:3), sprintf("rate_%d", 1:3),
+                                  sprintf("pi_%d_%d", rep(1:3, each = 3), 1:3)))
+  # the estimates are the fitted parameters of the tables
+  one <- iv[iv$trace == 2, ]
+  est <- stats::setNames(one$estimate, one$parameter)
+  p <- tmap_params(fit, 2)
+  expect_equal(unname(est[sprintf("alpha_%d", 1:3)]), p$alpha, tolerance = 1e-12)
+  expect_equal(unname(est[sprintf("rate_%d", 1:3)]), p$rates, tolerance = 1e-12)
+  expect_equal(unname(est[sprintf("pi_%d_%d", rep(1:3, each = 3), 1:3)]), as.vector(t(p$pi)),
+               tolerance = 1e-12)
+  expect_identical(attr(fit, "bootstrap"), list(refits = 3L, level = 0.9))
+  expect_output(print(fit), "$start_values, $intervals (90% bootstrap intervals, 3 refits)",
+                fixed = TRUE)
+  expect_identical(as.data.frame(fit, table = "intervals"), iv)
+  expect_equal(fit[2]$intervals, one, ignore_attr = TRUE)
+  expect_identical(fit[2]$intervals$trace, rep(2L, 15L))
+  expect_error(fit_tmap(runs, bootstrap = 1.5), "`bootstrap` must be one whole number >= 0",
+               fixed = TRUE)
+  expect_error(fit_tmap(runs, orders = list(c(1, 2), c(1, 2, 3)), bootstrap = 3), paste0(
+    "`bootstrap` with a grid of sizes (orders = list(c(1, 2), c(1, 2, 3))): the bootstrap ",
+    "refits one size. Choose the size with the grid fit, then bootstrap that size fitted ",
+    "alone: fit_tmap(..., orders = <the size chosen>, bootstrap = 3)."), fixed = TRUE)
+})
+
+test_that("fit_ssm(bootstrap = B): Python's intervals table for AR and local-level fits", {
+  skip_if_no_bulkem()
+  set.seed(13)
+  data <- list(a = list(ar1_noise(80), ar1_noise(80)), b = ar1_noise(80))
+  fit <- quiet(fit_ssm(data, "ar", order = 1, starts = 2, max_iter = 10, seed = 4,
+                       backend = "cpu", bootstrap = 3))
+  pydata <- reticulate::py_dict(c("a", "b"), list(
+    reticulate::r_to_py(lapply(data$a, bulkem:::py_float_array)),
+    reticulate::r_to_py(list(bulkem:::py_float_array(data$b)))))
+  py <- py_bulkem()$fit(pydata, family = "ar", order = 1L, n_starts = 2L, max_iter = 10L,
+                        seed = 4L, backend = "cpu", bootstrap = 3L, progress = FALSE)
+  expect_named(fit, c("summary", "components", "starts", "start_values", "intervals"))
+  iv <- fit$intervals
+  expect_python_intervals(iv, py$intervals, "dataset", rep(c("a", "b"), each = 3L))
+  expect_identical(iv$parameter, rep(c("phi_1", "state_var", "obs_var"), 2L))
+  comp <- fit$components
+  expect_equal(iv$estimate, comp$value[match(paste(iv$dataset, iv$parameter),
+                                             paste(comp$dataset, comp$parameter))],
+               tolerance = 1e-12)
+  expect_identical(attr(fit, "bootstrap"), list(refits = 3L, level = 0.95))
+  expect_output(print(fit), "$intervals (95% bootstrap intervals, 3 refits)", fixed = TRUE)
+  expect_identical(as.data.frame(fit, table = "intervals"), iv)
+  expect_identical(fit["b"]$intervals$dataset, rep("b", 3L))
+  expect_equal(fit["b"]$intervals, iv[4:6, ], ignore_attr = TRUE)
+  # a local level: its own parameters
+  ll <- quiet(fit_ssm(list(cumsum(stats::rnorm(80)) + stats::rnorm(80)), "local_level",
+                      starts = 2, max_iter = 10, seed = 1, backend = "cpu", bootstrap = 3))
+  expect_identical(ll$intervals$parameter, c("level0", "state_var", "obs_var"))
+  expect_identical(ll$intervals$dataset, rep(1L, 3L))
+  expect_true(all(ll$intervals$lower <= ll$intervals$upper))
+  expect_equal(ll$intervals$estimate, ll$components$value, tolerance = 1e-12)
+  expect_error(fit_ssm(data, bootstrap = "3"), "`bootstrap` must be one whole number >= 0",
+               fixed = TRUE)
+  expect_error(fit_ssm(data, "ar", order = 1:2, bootstrap = 3), paste0(
+    "`bootstrap` with a grid of sizes (order = 1:2): the bootstrap refits one size. ",
+    "Choose the size with the grid fit, then bootstrap that size fitted alone: ",
+    "fit_ssm(..., order = <the size chosen>, bootstrap = 3)."), fixed = TRUE)
+})
