@@ -917,19 +917,18 @@ def bootstrap_intervals(result: FitResult, model: Any, B: int, level: float,
 
     vids = list(result._best)
     lay = model.params_layout
-    pairs = list(enumerate(result.replicates(B, fit_args["seed"])))
-    refit = _fit_model(model, pairs, **fit_args) if pairs else None
     draws = np.full((len(vids), B, lay.size), np.nan)
-    for k, (params, _) in (refit._best.items() if refit is not None else ()):
-        draws[k // B, k % B] = params
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a dataset without a refit: NaN
-        lo, hi = (np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=1)
-                  if len(vids) else (draws[:, 0], draws[:, 0]))
+    lo = hi = draws[:, 0]  # (no dataset fitted: an empty table)
+    if vids:
+        refit = _fit_model(model, list(enumerate(result.replicates(B, fit_args["seed"]))),
+                           **fit_args)
+        for k, (params, _) in refit._best.items():
+            draws[k // B, k % B] = params
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a dataset without a refit: NaN
+            lo, hi = np.nanquantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=1)
     names = lay.names()
-    if not vids:  # no dataset was fitted: an empty table
-        draws = np.empty((0, 1, lay.size))
-    estimate = np.stack([result._best[v][0] for v in vids]) if vids else draws[:, 0]
+    estimate = np.array([result._best[v][0] for v in vids]).reshape(len(vids), lay.size)
     result.tables["intervals"] = pd.DataFrame({
         result.summary.columns[0]: np.repeat(pd.Series(vids, dtype=result.summary.iloc[:, 0]
                                                        .dtype).to_numpy(), lay.size),

@@ -102,6 +102,12 @@ def _categorical(coder: tuple[pd.CategoricalDtype, np.ndarray], codes: np.ndarra
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
+def entropy_sum(p: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``-sum p log p`` of probabilities (``0 log 0 = 0``), over ``axis`` (all: None)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=axis)
+
+
 def per_dataset(method: _Method) -> _Method:
     """A result method of one dataset: on a grid fit, run by the result of the size chosen
     for that dataset (``FitResult.for_size``)."""

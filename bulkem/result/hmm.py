@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .base import FitResult, per_dataset
+from .base import FitResult, entropy_sum, per_dataset
 
 
 class HMMResult(FitResult):
@@ -68,23 +68,21 @@ class HMMResult(FitResult):
         from ..engines import infer
 
         out = np.full(len(self.summary), np.nan)
-        packed = self._packed
-        data, ids = packed.data, packed.ids
-        rows = [(k, ids[pos]) for k, pos in enumerate(packed.valid) if ids[pos] in self._best]
-        if not rows:
+        fitted = self._valid_index()  # dataset -> its place among the packed ones
+        if not fitted:
             return out
+        data = self._packed.data
+        ks = np.array(list(fitted.values()))
         seqs, which = [], []
-        for j, (k, _) in enumerate(rows):
+        for j, k in enumerate(ks):
             for u in range(data.groups[k], data.groups[k + 1]):
                 seqs.append(data.values[data.units[u]:data.units[u + 1]])
                 which.append(j)
-        params = np.stack([self._best[v][0] for _, v in rows])
+        params = np.stack([self._best[v][0] for v in fitted])
         gam, _ = infer.posteriors(self._model, params, np.asarray(which, np.int64), seqs)
-        per_seq = np.array([-np.sum(np.where(g > 0, g * np.log(np.where(g > 0, g, 1.0)), 0.0))
-                            for g in gam])
-        total = np.bincount(np.asarray(which), weights=per_seq, minlength=len(rows))
-        where = {v: i for i, v in enumerate(ids)}
-        out[[where[v] for _, v in rows]] = total
+        per_seq = np.array([entropy_sum(g) for g in gam])
+        out[self._packed.valid[ks]] = np.bincount(np.asarray(which), weights=per_seq,
+                                                  minlength=len(ks))
         return out
 
     @property

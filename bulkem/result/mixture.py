@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FitResult, per_dataset
+from .base import FitResult, entropy_sum, per_dataset
 
 
 class MixtureResult(FitResult):
@@ -40,32 +40,29 @@ class MixtureResult(FitResult):
         from concurrent.futures import ThreadPoolExecutor
 
         out = np.full(len(self.summary), np.nan)
-        packed = self._packed
-        ids = packed.ids
-        rows = [(k, pos) for k, pos in enumerate(packed.valid) if ids[pos] in self._best]
-        if not rows:
+        fitted = self._valid_index()  # dataset -> its place among the packed ones
+        if not fitted:
             return out
+        packed = self._packed
         off = packed.offsets
-        ks = np.array([k for k, _ in rows])
-        params = np.stack([self._best[ids[pos]][0] for _, pos in rows])
+        ks = np.array(list(fitted.values()))
+        params = np.stack([self._best[v][0] for v in fitted])
         counts = off[ks + 1] - off[ks]
         ends = np.cumsum(counts)
         cuts = np.unique(np.r_[0, np.searchsorted(ends, np.arange(2**18, ends[-1], 2**18)),
-                              len(rows)])
+                              len(ks)])
 
         def chunk(j: int, stop: int) -> np.ndarray:
             idx = np.concatenate([np.arange(off[k], off[k + 1]) for k in ks[j:stop]])
             z = self._model.family.proba(self._points(packed.values[idx]),
                                          np.repeat(params[j:stop], counts[j:stop], axis=0),
                                          self.n_components)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                h = -np.sum(np.where(z > 0, z * np.log(z), 0.0), axis=1)
-            return np.bincount(np.repeat(np.arange(stop - j), counts[j:stop]), weights=h,
-                               minlength=stop - j)
+            return np.bincount(np.repeat(np.arange(stop - j), counts[j:stop]),
+                               weights=entropy_sum(z, axis=1), minlength=stop - j)
 
         with ThreadPoolExecutor() as pool:
             parts = list(pool.map(chunk, cuts[:-1], cuts[1:]))
-        out[[pos for _, pos in rows]] = np.concatenate(parts)
+        out[packed.valid[ks]] = np.concatenate(parts)
         return out
 
     def _points(self, x: Any) -> np.ndarray:
