@@ -82,7 +82,7 @@ def profile(data, args, dtype: str, tuning: Tuning = DEFAULT) -> None:
         (feat, stride), (feat64, stride), offsets, fit_ds, const, params, status, n_iter, loglik,
         EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.reg,
         cuda.device_array(0, np.int64), cuda.device_array(0, np.int32),  # (no refits here)
-        cuda.device_array((0, 1), np.float64), cuda.device_array((n, 0), np.float64))
+        cuda.device_array((0, 1), np.float64), cuda.device_array((n, 0), np.float64), job.accel)
     stop.record(stream)
     stop.synchronize()
     t_kernel_wall = ms(t0)

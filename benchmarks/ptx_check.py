@@ -63,7 +63,7 @@ def main() -> int:
             sig = (types.Tuple((fdt[::1], int64)), types.Tuple((float64[::1], int64)),
                    int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
                    int32[::1], float64[::1], xc, int64, float64, float64, float64, int64[::1],
-                   int32[::1], float64[:, ::1], float64[:, ::1])
+                   int32[::1], float64[:, ::1], float64[:, ::1], int64)
             lanes = {bulk.lanes_per_fit(0.0, dtype, m), bulk.lanes_per_fit(1e-6, dtype, m)}
             if dtype == "float64":
                 lanes.add(m.tuning.cuda_lanes_per_refit)

@@ -62,7 +62,7 @@ def compile_sass(family: str, m: int, d: int, dtype: str,
     sig = (types.Tuple((fdt[::1], int64)), types.Tuple((float64[::1], int64)), int64[::1],
            int64[::1], float64[::1], float64[:, ::1], int32[::1], int32[::1], float64[::1],
            types.UniTuple(float64, len(EXP_CONSTS)), int64, float64, float64, float64,
-           int64[::1], int32[::1], float64[:, ::1], float64[:, ::1])
+           int64[::1], int32[::1], float64[:, ::1], float64[:, ::1], int64)
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
     with tempfile.TemporaryDirectory() as tmp:
         src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")

@@ -61,7 +61,7 @@ def main() -> None:
     data = types.Tuple((float64[::1], int64[::1]))
     sig = (data, data, int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
            int32[::1], float64[::1], types.UniTuple(float64, len(EXP_CONSTS)), int64, float64,
-           float64, float64, int64[::1], int32[::1], float64[:, ::1], float64[:, ::1])
+           float64, float64, int64[::1], int32[::1], float64[:, ::1], float64[:, ::1], int64)
     for name in args.models.split(","):
         model = SSMModel(*MODELS[name])
         lanes = bulk.lanes_per_fit(1e-6, np.float64, model)

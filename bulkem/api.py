@@ -100,6 +100,9 @@ class Job:
     # Whether the tables number each best fit's components (states, branches) in the model's
     # canonical order (``fit(reorder=...)``); False: in the order the fit holds them.
     reorder: bool = True
+    # 1: the engines accelerate EM by SQUAREM (``fit(accel=...)``,
+    # :func:`bulkem.fitting.driver.make_accel`); 0: plain EM.
+    accel: int = 0
 
     @property
     def tuning(self) -> Tuning:
@@ -282,6 +285,7 @@ def fit(
     bootstrap_level: float = 0.95,
     reorder: bool = True,
     trace: bool = False,
+    accel: bool | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -307,6 +311,22 @@ def fit(
         :mod:`bulkem.models.tmap`); "ar": AR(p) plus noise (option
         ``order``), "local_level": a random walk plus noise, fitted to
         series (option ``series_col``; see :mod:`bulkem.models.ssm`).
+        The local level's option ``prior`` is the first level's prior:
+        ``"fitted"`` (default) ``N(level0, state_var)`` with ``level0`` a
+        parameter, whose log-likelihood is statsmodels'
+        ``initialize_known(level0, state_var)`` with ``loglikelihood_burn=0``;
+        or ``"diffuse"``, a flat prior and no ``level0``: the exact diffuse
+        log-likelihood of Durbin and Koopman with every term kept (the first
+        observed step adds ``-log(2 pi) / 2``, leading missing steps drop out),
+        statsmodels' ``UnobservedComponents(y, "llevel",
+        use_exact_diffuse=True)``, whose ``loglikelihood_burn`` is then 0.
+        statsmodels' default ``UnobservedComponents(y, "llevel")`` is
+        neither: an approximate diffuse prior ``N(0, 1e6)`` and the first
+        observation burnt (``loglikelihood_burn = 1``, its term dropped);
+        for the Nile data its maximum is -632.538, the exact diffuse one
+        -633.465 (see :mod:`bulkem.models.ssm.em`).  A flat prior has no
+        draws: ``bootstrap`` replicates start each series at its smoothed
+        level at its first observed step.
     n_components : int or list of int, optional
         Mixture components or hidden states ``M`` (default 2); for
         ``family="tmap"`` the number of Erlang branches, ``len(orders)`` by
@@ -401,6 +421,16 @@ def fit(
         ``loglik``, for convergence plots.  Recorded by the bulk strategy and the CPU's
         large and wide ones (not yet the GPU's wide, large and many-states engines);
         ``n_fits x (max_iter + 1)`` numbers of memory.
+    accel : bool or None, default None
+        Accelerate EM by SQUAREM (Varadhan and Roland 2008): after every two EM steps, an
+        extrapolation along them, kept only where the log-likelihood does not fall (so it
+        never falls between kept steps, as in plain EM) and the parameters stay feasible;
+        the same maxima as plain EM in fewer passes over the data where EM is slow (HMMs,
+        state-space models, overlapping mixtures).  ``n_iter`` and ``max_iter`` then count
+        passes (E-steps), an extrapolation not kept included.  None: the family's default
+        (``accel_default`` of its model, on where measured to help).  Run by the bulk
+        strategy and the CPU's large and wide ones; the GPU's wide, large and many-states
+        engines run plain EM.
     reorder : bool, default True
         Number each best fit's components, states or branches in the family's canonical
         order (by location); False keeps the order the fit holds them in, that of ``init``
@@ -445,7 +475,8 @@ def fit(
     if tuning is None and grid is not None:  # one CPU mixture kernel for every size
         tuning = Tuning(cpu_sizes="run-time")
     tuning = check_tuning(tuning)
-    for name, flag in (("se", se), ("strict", strict), ("reorder", reorder), ("trace", trace)):
+    for name, flag in (("se", se), ("strict", strict), ("reorder", reorder), ("trace", trace),
+                       ("accel", True if accel is None else accel)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False; got {name} = {flag!r}.")
     if not (progress is None or isinstance(progress, (bool, np.bool_)) or callable(progress)):
@@ -502,7 +533,8 @@ def fit(
     settings = dict(n_starts=n_starts, seed=seed, dtype=dtype, max_iter=max_iter, tol=float(tol),
                     init_method=init_method, reg_covar=float(reg_covar),
                     engine=resolve_backend(backend), progress=progress, t0=t0,
-                    reorder=bool(reorder))
+                    reorder=bool(reorder),
+                    accel=(fitted[0].accel_default if accel is None else bool(accel)))
     results = {size: _fit_model(model, pairs, user=user, strict=bool(strict), se=bool(se),
                                 trace=bool(trace), **settings)
                for (size, _, _), model in zip(sizes, fitted, strict=True)}
@@ -538,7 +570,7 @@ def fit(
 def _fit_model(model, pairs: list, *, n_starts: int, seed: int, user: Any, dtype: str,
                max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
                strict: bool, progress: Any, se: bool, t0: float, reorder: bool,
-               trace: bool) -> FitResult:
+               trace: bool, accel: bool = False) -> FitResult:
     """Pack the datasets for ``model``, fit every (dataset, start) and build the tables."""
     packed = model.pack(pairs)
     n_bad = len(packed.ids) - len(packed.valid)
@@ -549,6 +581,7 @@ def _fit_model(model, pairs: list, *, n_starts: int, seed: int, user: Any, dtype
     job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, tol,
                    init_method, reg_covar)
     job.reorder = reorder
+    job.accel = int(accel)
     if trace:
         job.trace = np.full((len(job.fit_ds), max_iter + 1), np.nan)
     bar = Progress(progress, len(job.fit_ds))
@@ -599,10 +632,10 @@ def loglik(
         As for :func:`fit` (the family's input forms); checked as :func:`fit` checks them.
     family : str
         A family of :func:`fit` (``invgauss``, ``gaussian``, ``hmm``, ``tmap``, ``ar``,
-        ``local_level``), with its options (``emission=``, ``orders=``, ``order=``...), or
-        ``state_space``: a linear-Gaussian state-space model of given matrices (``params``
-        a :class:`~bulkem.StateSpace` or its blocks ``F, H, Q, R, m0, P0``; a dataset is
-        one series; options ``method=`` "exact", "scan" or "splash", ``window=``,
+        ``local_level``), with its options (``emission=``, ``orders=``, ``order=``,
+        ``prior=``...), or ``state_space``: a linear-Gaussian state-space model of given
+        matrices (``params`` a :class:`~bulkem.StateSpace` or its blocks ``F, H, Q, R, m0,
+        P0``; a dataset is one series; options ``method=`` "exact", "scan" or "splash", ``window=``,
         ``splash_var=``, ``dim_obs=``; :func:`kalman_loglik` gives its table by series).
     params : dict or sequence of dict
         The parameters by block name, in the form ``fit(init=...)`` takes and
@@ -744,7 +777,13 @@ def kalman_loglik(
         (its other values are ignored).
     model : StateSpace or sequence of StateSpace
         One model for every series, or one per series (same dimensions, in
-        the order of ``series``).
+        the order of ``series``).  A model with diffuse states
+        (``StateSpace(..., diffuse=True)``; the same ones for every model) gives the
+        exact diffuse log-likelihood of Durbin and Koopman, statsmodels'
+        ``initialization="diffuse"`` with ``loglikelihood_burn=0``: the diffuse
+        phase (a step or a few per series) runs on the CPU, the rest of every
+        series on the engine of ``method`` and ``backend``
+        (:mod:`bulkem.models.ssm.diffuse`).
     method : {"exact", "scan", "splash"}
         "exact": the sequential filter, series in parallel.  "scan": the
         exact filter parallel over time (for few long series).  "splash":
@@ -801,8 +840,11 @@ def kalman_loglik(
     >>> bulkem.kalman_loglik(ys, model, backend="cpu").status.tolist()
     ['ok', 'ok', 'ok']
     """
+    from functools import partial
+
     import pandas as pd
 
+    from .models.ssm import diffuse
     from .models.ssm.linear import STATE_SPACE_FAMILY, check_method
     from .models.ssm.plan import not_finite, not_positive_definite
     from .models.ssm.statespace import as_models
@@ -814,6 +856,8 @@ def kalman_loglik(
         raise ValueError(f"report_error=True reports the error of method='splash'; got "
                          f"method={method!r}, which is exact.")
     models_, one = as_models(model)
+    mask = diffuse.common_mask(models_)  # exact diffuse states: their phase, then the engines
+    run = evaluate if mask is None else partial(diffuse.evaluate, mask=mask, run=evaluate)
     options = {"method": method, "window": window, "splash_var": splash_var,
                "dim_obs": models_[0].dim_obs}
     pairs, lg = _read(STATE_SPACE_FAMILY, series, models_[0].dim_state, dtype,
@@ -834,7 +878,7 @@ def kalman_loglik(
     for i in np.flatnonzero(status == "invalid_data"):
         msg[i] = packed.messages[i]
     if len(valid):
-        job = evaluate(lg, packed, params, engine, np.dtype(dtype))
+        job = run(lg, packed, params, engine, np.dtype(dtype))
         ll[valid] = job.loglik
         for j in np.flatnonzero(job.status != MAX_ITER):
             i = valid[j]
@@ -847,8 +891,8 @@ def kalman_loglik(
             else:
                 msg[i] = not_finite(job.loglik[j], pairs[i][1], dtype)
         if report_error:
-            ref = evaluate(dataclasses.replace(lg, method="exact", window=None), packed,
-                           params, engine, np.dtype(dtype))
+            ref = run(dataclasses.replace(lg, method="exact", window=None), packed,
+                      params, engine, np.dtype(dtype))
             exact_ll[valid] = np.where(ref.status == MAX_ITER, ref.loglik, np.nan)
     cols = {"series": packed.ids, "loglik": ll, "n_obs": packed.n_obs, "status": status,
             "message": msg}

@@ -198,6 +198,65 @@ def level_em(series, level0, state_var, obs_var, max_iter=100, tol=1e-6):
         it += 1
 
 
+def _diffuse_level_posterior(y, q, r):
+    """A local level with a flat prior, by dense linear algebra (not a Kalman filter).
+
+    From the first observed step on (the steps before it drop out), ``log p(y, x) =
+    const - (x' J x - 2 b' x + y' y / r) / 2`` with ``J = D' D / q + diag(seen) / r``
+    (``D`` the differences), so ``x | y ~ N(J^{-1} b, J^{-1})`` and, integrating ``x``
+    against Lebesgue measure, the log-likelihood in closed form; Durbin and Koopman's
+    exact diffuse value is it less ``log(2 pi) / 2`` (their ``F_inf = 1`` term).
+    """
+    y = np.asarray(y, dtype=float)
+    y = y[int(np.argmax(~np.isnan(y))):]
+    m = len(y)
+    seen = ~np.isnan(y)
+    D = np.diff(np.eye(m), axis=0)
+    J = D.T @ D / q + np.diag(seen / r)
+    b = np.where(seen, y, 0.0) / r
+    cov = np.linalg.inv(J)
+    mean = cov @ b
+    k = int(seen.sum())
+    ll = (-0.5 * k * np.log(2 * np.pi * r) - 0.5 * (m - 1) * np.log(2 * np.pi * q)
+          - 0.5 * np.sum(y[seen] ** 2) / r + 0.5 * b @ mean + 0.5 * m * np.log(2 * np.pi)
+          - 0.5 * np.linalg.slogdet(J)[1] - 0.5 * np.log(2 * np.pi))
+    return ll, mean, cov, y, seen
+
+
+def diffuse_level_loglik(series, state_var, obs_var):
+    """The exact diffuse log-likelihood of series of one local level (the sum)."""
+    return sum(_diffuse_level_posterior(y, state_var, obs_var)[0] for y in series)
+
+
+def diffuse_level_em(series, state_var, obs_var, max_iter=100, tol=1e-6):
+    """EM of the local level with the exact diffuse prior (bulkem's ``prior="diffuse"``).
+
+    Returns dict with ``state_var, obs_var, loglik, n_iter, status, trace``.
+    """
+    q, r = float(state_var), float(obs_var)
+    trace = []
+    it = 0
+    while True:
+        ll = trans = obs = 0.0
+        n_obs = n_trans = 0
+        for y in series:
+            part, mean, cov, yy, seen = _diffuse_level_posterior(y, q, r)
+            ll += part
+            v = np.diag(cov)
+            trans += np.sum(v[1:] + v[:-1] - 2 * np.diag(cov, 1) + np.diff(mean) ** 2)
+            obs += np.sum((yy[seen] - mean[seen]) ** 2 + v[seen])
+            n_obs += int(seen.sum())
+            n_trans += len(yy) - 1
+        trace.append(ll)
+        status = _stop(trace, it, max_iter, tol)
+        if status:
+            return dict(state_var=q, obs_var=r, loglik=ll, n_iter=it, status=status,
+                        trace=trace)
+        q = trans / n_trans
+        r = obs / n_obs
+        it += 1
+
+
 def simulate_ar(phi, state_var, obs_var, lengths, rng):
     """Series of AR(p) plus noise, each from the stationary law."""
     phi = np.asarray(phi, dtype=float)

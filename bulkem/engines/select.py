@@ -131,6 +131,8 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
                          "trace out.")
     if strategy is None:
         return None
+    if strategy == "many_states" or (strategy == "large" and engine == "cuda"):
+        job.accel = 0  # (their own EM loops: plain EM, see fit(accel=...))
     if strategy in KALMAN:
         _filter(job, engine, strategy, on_starts)
         progress(len(job.fit_ds))

@@ -378,6 +378,8 @@ class Likelihood(ABC):
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")  # compute dtypes it offers
     init_methods: ClassVar[tuple[str, ...]] = ("subset",)  # ``init_method`` values it offers
     default_init: ClassVar[str] = "subset"
+    # fit(accel=None): whether EM is accelerated (SQUAREM, bulkem.fitting.driver.make_accel)
+    accel_default: ClassVar[bool] = False
     # The items the lanes of a fit split are the data's units (sequences, runs, series),
     # which the wide strategy may deal to threads in any order; False: observations.
     unit_items: ClassVar[bool] = False

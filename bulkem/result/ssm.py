@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,9 @@ class SSMResult(FitResult):
     The tables of :class:`FitResult`, with ``components`` one row per
     (dataset, parameter) of the best start: ``dataset, parameter, value``,
     the parameters ``phi_1 .. phi_p, state_var, obs_var`` (AR) or ``level0,
-    state_var, obs_var`` (local level), in that order (``start_values`` the
-    same per start).  ``summary.n_obs`` counts the observed (not missing)
+    state_var, obs_var`` (local level; ``state_var, obs_var`` with
+    ``prior="diffuse"``), in that order (``start_values`` the same per
+    start).  ``summary.n_obs`` counts the observed (not missing)
     steps.  For the AR family, ``summary`` and ``starts`` also have
     ``ar_radius``: the spectral radius of the fitted companion matrix (the
     largest modulus of the inverse AR roots; < 1 is stationary).  Fits
@@ -61,7 +63,12 @@ class SSMResult(FitResult):
 
     def replicates(self, B: int, seed: int) -> list:
         """:meth:`FitResult.replicates`: ``B`` sets of series of each fitted dataset's
-        lengths, missing where its series are, drawn from its fitted state-space model."""
+        lengths, missing where its series are, drawn from its fitted state-space model.
+
+        With ``prior="diffuse"`` (a flat prior: no draws of the first level) each series
+        starts, at its first observed step, from its smoothed level there
+        (``E[x_f | y]`` under the fitted model, the same in every replicate); the steps
+        before it are missing, as in the data."""
         data = self._packed.data
         out = []
         for j, (v, k) in enumerate(self._valid_index().items()):
@@ -69,7 +76,10 @@ class SSMResult(FitResult):
             units = range(data.groups[k], data.groups[k + 1])
             given = [data.values[data.units[u]:data.units[u + 1]] for u in units]
             rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
-            drawn = _simulate(ss, np.tile([len(y) for y in given], B), rng)
+            if ss.is_diffuse:
+                drawn = _simulate_from_first(ss, given, B, rng)
+            else:
+                drawn = _simulate(ss, np.tile([len(y) for y in given], B), rng)
             for b in range(B):
                 out.append([np.where(np.isnan(y), np.nan, x)
                             for y, x in zip(given, drawn[b * len(given):], strict=False)])
@@ -81,7 +91,8 @@ class SSMResult(FitResult):
 
         Usable with :func:`bulkem.kalman_loglik`.  AR: ``StateSpace.ar(phi,
         state_var, obs_var)`` with the stationary prior; local level: ``x_1 ~
-        N(level0, state_var)``.
+        N(level0, state_var)``, or with ``prior="diffuse"``
+        ``StateSpace.local_level(state_var, obs_var, diffuse=True)``.
         """
         return self._model.state_space(self.params(dataset))
 
@@ -140,12 +151,19 @@ class SSMResult(FitResult):
         pandas.DataFrame
             One row per step: ``step`` (from 0), ``y`` (the observation, NaN if
             missing), ``mean`` and ``var``: ``E[z_t | y]`` and ``Var(z_t | y)``
-            under the fitted model, given the whole series.
+            under the fitted model, given the whole series.  With ``prior="diffuse"``
+            the steps before the first observed one ``f`` have the level at ``f`` less
+            the random walk's steps: its mean, and its variance plus ``(f - t)
+            state_var``.
         """
         from ..engines.cpu import kalman as kalman_cpu
 
         y = self._series(dataset, series)
-        out = kalman_cpu.smooth(y, self.state_space(dataset))
+        ss = self.state_space(dataset)
+        if ss.is_diffuse:
+            mean, var = _smooth_diffuse_level(y, ss)
+            return pd.DataFrame({"step": np.arange(len(y)), "y": y, "mean": mean, "var": var})
+        out = kalman_cpu.smooth(y, ss)
         if out is None:
             raise ValueError("the smoother failed: an innovation or predicted covariance was "
                              "not positive definite.")
@@ -180,23 +198,45 @@ class SSMResult(FitResult):
         from ..engines.cpu import kalman as kalman_cpu
         from ..models.ssm.linear import pack_series
         from ..models.ssm.plan import not_finite, not_positive_definite
+        from ..models.ssm.statespace import StateSpace
 
         many = isinstance(series, (list, tuple)) and len(series) and not np.isscalar(series[0])
         ys = [self._new(s) for s in series] if many else [self._new(series)]
-        pairs = [(k, y.reshape(-1, 1)) for k, y in enumerate(ys)]
-        batch, messages, _ = pack_series(pairs, [self.state_space(dataset)], True, np.float64)
-        for k, why in enumerate(messages):
+        ss = self.state_space(dataset)
+        models, first = [ss], 0.0
+        if ss.is_diffuse:  # a flat first level: each series given its first observed step
+            p = self.params(dataset)
+            sv, ov = float(p["state_var"]), float(p["obs_var"])
+            rest, models = [], []
+            for k, y in enumerate(ys):
+                seen = np.flatnonzero(~np.isnan(y))
+                if not len(seen):
+                    raise ValueError(f"series {k} cannot be scored: no observed step")
+                rest.append(y[seen[0] + 1:])
+                models.append(StateSpace.local_level(sv, ov, level0=y[seen[0]],
+                                                     level_var=ov + sv))
+            first = -0.5 * math.log(2.0 * math.pi) * len(ys)
+            ys = rest
+        # (after the first observed step a series may have none left: its term is the first's)
+        keep = [k for k, y in enumerate(ys) if np.any(~np.isnan(y))] if first else range(len(ys))
+        if not keep:
+            return first
+        pairs = [(k, ys[k].reshape(-1, 1)) for k in keep]
+        one = len(models) == 1
+        batch, messages, _ = pack_series(pairs, models if one else [models[k] for k in keep],
+                                         one, np.float64)
+        for (k, _), why in zip(pairs, messages, strict=True):
             if why is not None:
                 raise ValueError(f"series {k} cannot be scored: {why}")
         out = kalman_cpu.exact(batch)  # (the engine of bulkem.kalman_loglik(..., backend="cpu"))
-        for k in range(len(ys)):
-            if out.fail[k] >= 0:
-                why = not_positive_definite(int(out.fail[k]))
+        for j, (k, y) in enumerate(pairs):
+            if out.fail[j] >= 0:
+                why = not_positive_definite(int(out.fail[j]))
                 raise ValueError(f"series {k} cannot be scored: {why}")
-            if not np.isfinite(out.loglik[k]):
-                why = not_finite(out.loglik[k], ys[k], "float64")
+            if not np.isfinite(out.loglik[j]):
+                why = not_finite(out.loglik[j], y[:, 0], "float64")
                 raise ValueError(f"series {k} cannot be scored: {why}")
-        return float(out.loglik.sum())
+        return first + float(out.loglik.sum())
 
 
 def _root(S: np.ndarray) -> np.ndarray:
@@ -205,17 +245,64 @@ def _root(S: np.ndarray) -> np.ndarray:
     return V * np.sqrt(np.clip(w, 0.0, None))
 
 
-def _simulate(ss, lengths: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+def _simulate(ss, lengths: np.ndarray, rng: np.random.Generator,
+              x0: np.ndarray | None = None) -> list[np.ndarray]:
     """Series of the given lengths from one linear-Gaussian model, all stepped together:
-    ``x_1 ~ N(m0, P0)``, ``x_t = F x_{t-1} + w_t``, ``y_t = H x_t + v_t`` (1-D series for one
-    observed dimension)."""
+    ``x_1 ~ N(m0, P0)`` (or ``x_1 = x0``, shape (n, dim_state)), ``x_t = F x_{t-1} + w_t``,
+    ``y_t = H x_t + v_t`` (1-D series for one observed dimension)."""
     F, H = np.asarray(ss["F"], np.float64), np.asarray(ss["H"], np.float64)
     LQ, LR, LP = _root(ss["Q"]), _root(ss["R"]), _root(ss["P0"])
     n, T, S, O = len(lengths), int(lengths.max(initial=0)), F.shape[0], H.shape[0]
     y = np.empty((n, T, O))
-    x = np.asarray(ss["m0"], np.float64) + rng.standard_normal((n, S)) @ LP.T
+    if x0 is None:
+        x = np.asarray(ss["m0"], np.float64) + rng.standard_normal((n, S)) @ LP.T
+    else:
+        x = np.array(x0, dtype=np.float64)
     for t in range(T):
         if t:
             x = x @ F.T + rng.standard_normal((n, S)) @ LQ.T
         y[:, t] = x @ H.T + rng.standard_normal((n, O)) @ LR.T
     return [y[i, :lengths[i], 0] if O == 1 else y[i, :lengths[i]] for i in range(n)]
+
+
+def _smooth_diffuse_level(y: np.ndarray, ss) -> tuple[np.ndarray, np.ndarray]:
+    """Smoothed means and variances of a local level with a flat prior (``ss`` diffuse).
+
+    From the first observed step ``f`` the filtered level is ``N(y_f, obs_var)``: the
+    proper prior ``N(y_f, obs_var)`` at ``f`` with ``y_f`` left out gives the same filter,
+    so the engines' smoother runs from there; before ``f`` the level is the one at ``f``
+    less the random walk's steps.
+    """
+    from ..engines.cpu import kalman as kalman_cpu
+    from ..models.ssm.statespace import StateSpace
+
+    seen = np.flatnonzero(~np.isnan(y))
+    if not len(seen):
+        raise ValueError("the series has no observed step: under the diffuse (flat) prior its "
+                         "level is unknown.")
+    f = int(seen[0])
+    q, r = float(ss.Q[0, 0]), float(ss.R[0, 0])
+    rest = np.array(y[f:], dtype=np.float64)
+    first = rest[0]
+    rest[0] = np.nan
+    out = kalman_cpu.smooth(rest, StateSpace.local_level(q, r, first, r))
+    if out is None:
+        raise ValueError("the smoother failed: an innovation or predicted covariance was "
+                         "not positive definite.")
+    mean, var = np.empty(len(y)), np.empty(len(y))
+    mean[f:], var[f:] = out["mean"][:, 0], out["cov"][:, 0, 0]
+    mean[:f] = mean[f]
+    var[:f] = var[f] + q * np.arange(f, 0, -1)
+    return mean, var
+
+
+def _simulate_from_first(ss, given: list, B: int, rng: np.random.Generator) -> list:
+    """``B`` replicates of the series ``given`` under a diffuse local level: each from its
+    first observed step on, starting at its smoothed level there; NaN before it."""
+    firsts = np.array([int(np.argmax(~np.isnan(y))) for y in given])
+    levels = np.array([_smooth_diffuse_level(y, ss)[0][f] for y, f in zip(given, firsts,
+                                                                          strict=True)])
+    lengths = np.array([len(y) for y in given]) - firsts
+    drawn = _simulate(ss, np.tile(lengths, B), rng, np.tile(levels, B)[:, None])
+    lead = np.tile(firsts, B)
+    return [np.r_[np.full(k, np.nan), x] for k, x in zip(lead, drawn, strict=True)]

@@ -7,7 +7,7 @@ import numpy as np
 from numba import prange
 
 from ...fitting import memory
-from ...fitting.driver import make_em
+from ...fitting.driver import ACCEL_EXTRA, make_em
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU, kernel
@@ -38,7 +38,7 @@ def runner(model, dtype):
 
     @njit_cached(key, parallel=True)
     def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
-            tol, drop_rtol, drop64, reg, n_buf, sz, trace):
+            tol, drop_rtol, drop64, reg, n_buf, sz, trace, accel):
         NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
@@ -49,11 +49,11 @@ def runner(model, dtype):
             scratch = np.empty(NX, cdt)
             work64 = np.empty(NK)
             scratch64 = np.empty(NX)
-            back = np.empty(NP)
+            back = np.empty(4 * NP + ACCEL_EXTRA)
             buf = np.empty(n_buf)
             st, it, ll = em(data, data64, offsets[d], offsets[d + 1], 0, 1, const[d], params[f],
                             tot, coef, work, stats, scratch, work64, scratch64, back, buf, xc,
-                            max_iter, tol, drop_rtol, drop64, reg, trace[f])
+                            max_iter, tol, drop_rtol, drop64, reg, trace[f], accel)
             status[f] = st
             n_iter[f] = it
             loglik[f] = ll
@@ -94,5 +94,6 @@ def run_fits(job, progress, on_starts=None) -> None:
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
-            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf, sz, trace[lo:hi])
+            job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf, sz, trace[lo:hi],
+            job.accel)
         progress(hi - lo)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...fitting.driver import make_em
+from ...fitting.driver import ACCEL_EXTRA, make_em
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU_WIDE
@@ -41,12 +41,12 @@ def _cpu_runner(model, dtype):
 
     @njit_cached(key)
     def run(data, data64, lo, hi, const, params, xc, max_iter, tol, drop_rtol, drop64, reg, sz,
-            trace):
+            trace, accel):
         NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         return em(data, data64, lo, hi, 0, 1, const, params, np.empty(NT), np.empty(NC),
                   np.empty(NK, cdt), np.empty(NS), np.empty(NX, cdt), np.empty(NK),
-                  np.empty(NX), np.empty(NP), np.empty(0), xc, max_iter, tol, drop_rtol, drop64,
-                  reg, trace)
+                  np.empty(NX), np.empty(4 * NP + ACCEL_EXTRA), np.empty(0), xc, max_iter, tol,
+                  drop_rtol, drop64, reg, trace, accel)
 
     _cpu_runners[key] = run
     return run
@@ -68,7 +68,7 @@ def run_fits(job, progress) -> None:
         d = job.fit_ds[f]
         st, it, ll = run(data, data64, offsets[d], offsets[d + 1], const[d], job.params[f],
                          EXP_CONSTS, job.max_iter, job.tol, job.drop_rtol, job.drop_rtol64,
-                         job.reg, sz, trace[f])
+                         job.reg, sz, trace[f], job.accel)
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll

@@ -32,7 +32,7 @@ import numpy as np
 from numba import prange
 
 from ...fitting import memory
-from ...fitting.driver import gave_up, make_stop
+from ...fitting.driver import accel_size, gave_up, make_accel, make_step
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU
@@ -46,7 +46,7 @@ def runner(model, dtype):
 
     * ``setup(data64, lo, hi, chunk) -> tot``: the fit's constants;
     * ``loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol,
-      drop_rtol, reg, trace) -> (status, n_iter, loglik)``: the EM iterations, each one's
+      drop_rtol, reg, trace, accel) -> (status, n_iter, loglik)``: the EM iterations, each one's
       log-likelihood in ``trace[it]`` as far as it is long; with ``max_iter=0``, one E-step:
       the log-likelihood at ``params``.
     """
@@ -62,7 +62,9 @@ def runner(model, dtype):
     FIRST = pieces.first_stat
     sz = model.sizes()
     NS, NT, NC, NK, NX = sz.stats, sz.totals, sz.coef, sz.work, sz.scratch
-    stop_f = make_stop(CPU.jit)
+    step_f = make_step(mstep_f, CPU.jit)
+    begin = make_accel(CPU.jit)[0]
+    NP, NB = sz.params, accel_size(sz.params)
 
     @njit_cached(("wide-setup", model.cpu_key), parallel=True)
     def setup(data64, lo, hi, chunk):
@@ -78,7 +80,7 @@ def runner(model, dtype):
 
     @njit_cached(("wide-loop", model.cpu_key, dtype.name), parallel=True)
     def loop(data, lo, hi, chunk, const, params, tot, n_buf, xc, max_iter, tol, drop_rtol, reg,
-             trace):
+             trace, accel):
         n = hi - lo
         n_chunks = (n + chunk - 1) // chunk
         part = np.empty((n_chunks, NS))
@@ -86,6 +88,9 @@ def runner(model, dtype):
         coef = np.empty(NC)
         work = np.empty(NK, cdt)
         stats = np.zeros(NS)
+        back = np.empty(NB)
+        if accel:
+            begin(back, NP)
         it = 0
         ll_prev = 0.0
         while True:
@@ -108,16 +113,10 @@ def runner(model, dtype):
             for c in range(n_chunks):
                 ll += llp[c]
             ll = ll + base + const  # the bulk driver's order (bulkem.fitting.driver): same bits
-            if it < len(trace):
-                trace[it] = ll
-            status = stop_f(ll, ll_prev, it, max_iter, tol, drop_rtol)
+            status, it, ll_prev, ll = step_f(data, stats, params, n, reg, ll, it, ll_prev, back,
+                                             NP, accel, max_iter, tol, drop_rtol, trace)
             if status >= 0:
                 return status, it, ll
-            status = mstep_f(data, stats, params, n, reg)
-            if status != 0:
-                return status, it, ll
-            ll_prev = ll
-            it += 1
 
     _runners[key] = (setup, loop)
     return _runners[key]
@@ -139,13 +138,14 @@ def run_fits(job, progress) -> None:
         lo, hi = int(offsets[d]), int(offsets[d + 1])
         tot = setup64(data64, lo, hi, chunk) if job.model.sizes().totals else no_tot
         args = (lo, hi, chunk, float(const[d]), job.params[f], tot, n_buf, EXP_CONSTS)
-        st, it, ll = loop(data, *args, job.max_iter, job.tol, job.drop_rtol, job.reg, trace[f])
+        st, it, ll = loop(data, *args, job.max_iter, job.tol, job.drop_rtol, job.reg, trace[f],
+                          job.accel)
         if narrow_dt and gave_up(st):  # fitted again in float64, from its start
             job.params[f] = job.init[f]
             st, it, ll = loop64(data64, *args, job.max_iter, job.tol,
-                                job.drop_rtol64, job.reg, trace[f])
+                                job.drop_rtol64, job.reg, trace[f], job.accel)
         elif narrow_dt:  # the returned log-likelihood: one float64 E-step at the parameters
-            ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg, no_tot)[2]
+            ll = loop64(data64, *args, 0, job.tol, job.drop_rtol, job.reg, no_tot, 0)[2]
             if len(trace[f]):
                 trace[f, it] = ll
         job.status[f] = st

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import float32, float64
 
-from ...fitting.driver import make_em
+from ...fitting.driver import accel_size, make_em
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
 from ...tuning import REDO_FLOAT64, WARP_SIZE
@@ -180,11 +180,13 @@ def kernel(model, dtype, lanes: int = _WARP):
     """The bulk kernel of a model, compute dtype and lanes per fit (compiled once, cached).
 
     ``kernel[grid, block, stream](data, data64, offsets, fit_ds, const, params, status, n_iter,
-    loglik, xc, max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace)``: fits ``f`` (or, when
+    loglik, xc, max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace, accel)``: fits ``f``
+    (or, when
     ``n_picked`` is not empty, the fits listed in ``picked[:n_picked[0]]``) of dataset
     ``fit_ds[f]``, whose items are ``offsets[d]:offsets[d + 1]``, from ``params[f]`` in place;
     ``buf`` holds one column per thread of the grid (the model's per-lane buffer); ``trace``
-    a row per fit for its log-likelihood by iteration (no columns: none kept).
+    a row per fit for its log-likelihood by iteration (no columns: none kept); ``accel`` 1:
+    SQUAREM (:func:`bulkem.fitting.driver.make_accel`).
     """
     G = lanes
     dtype = np.dtype(dtype)
@@ -203,6 +205,7 @@ def kernel(model, dtype, lanes: int = _WARP):
     # (local arrays need a positive size)
     NP, NS, NT, NC, NK, NX = (max(n, 1) for n in (sz.params, sz.stats, sz.totals, sz.coef,
                                                    sz.work, sz.scratch))
+    NB = accel_size(NP)
     FPB = _fits_per_block(G, tuning)
     cdt = float32 if dtype == np.float32 else float64
     opts = {} if regs is None or SIMULATED else {"max_registers": regs}  # (simulator: no option)
@@ -210,7 +213,7 @@ def kernel(model, dtype, lanes: int = _WARP):
 
     @cuda.jit(**opts)
     def bulk(data, data64, offsets, fit_ds, const, params_io, status, n_iter, loglik, xc,
-             max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace):
+             max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace, accel):
         tid = cuda.threadIdx.x
         f = cuda.blockIdx.x * FPB + tid // G
         lane = tid % G
@@ -228,7 +231,7 @@ def kernel(model, dtype, lanes: int = _WARP):
         scratch = cuda.local.array(NX, cdt)
         work64 = cuda.local.array(NK, float64)  # (float32 fits' final float64 pass)
         scratch64 = cuda.local.array(NX, float64)
-        back = cuda.local.array(NP, float64)  # (unused: float32 fits that give up, REDO)
+        back = cuda.local.array(NB, float64)  # the accelerator's (a float32 refit's: none here)
         row = buf[:, 0]  # the lane's buffer: a column, so that a warp's lanes are side by side
         if buf.shape[0]:
             row = buf[:, cuda.blockIdx.x * cuda.blockDim.x + tid]
@@ -237,7 +240,7 @@ def kernel(model, dtype, lanes: int = _WARP):
         d = fit_ds[f]
         st, it, ll = em(data, data64, offsets[d], offsets[d + 1], lane, G, const[d], params,
                         tot, coef, work, stats, scratch, work64, scratch64, back, row, xc,
-                        max_iter, tol, drop_rtol, drop_rtol, reg, trace[f])  # (no refit here)
+                        max_iter, tol, drop_rtol, drop_rtol, reg, trace[f], accel)  # (no refit)
         if lane == 0:
             status[f] = st
             n_iter[f] = it
@@ -398,14 +401,14 @@ def launch(job, chunk, stream) -> Running:
     trace = cuda.device_array((n, job.max_iter + 1 if job.trace is not None else 0),
                               np.float64, stream=stream)
     bulk[grid, threads, stream](data, data64, offsets, fit_ds, const, *common, job.drop_rtol,
-                                job.reg, picked[:0], n_picked[:0], lane_buf, trace)
+                                job.reg, picked[:0], n_picked[:0], lane_buf, trace, job.accel)
     if narrow:
         # The float32 fits that gave up, again in float64 from their starts,
         # on the same stream: no waiting here.  The grid has room for all.
         _pick[(n + 255) // 256, 256, stream](status, REDO_FLOAT64, picked, n_picked)
         refit[regrid, rethreads, stream](data64, data64, offsets, fit_ds, const, *common,
                                          job.drop_rtol64, job.reg, picked,
-                                         n_picked, lane_buf, trace)
+                                         n_picked, lane_buf, trace, job.accel)
     back, end = layout[p][0], layout[p + 4][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().

@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 from numba import float32, float64
 
-from ...fitting.driver import gave_up, make_stop
+from ...fitting.driver import accel_size, gave_up, make_accel, make_step
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
 from ...tuning import WARP_SIZE
@@ -108,13 +108,16 @@ _kernels: dict = {}
 def kernels(model, dtype):
     """``(init, estep, reduce, n_partials)`` of a model and compute dtype (compiled once).
 
-    * ``init[1, 1](params, tot, coef, work, fstate)``: ``fstate[2] = prepare(...)``;
+    * ``init[1, 1](params, tot, coef, work, fstate, back, accel)``: ``fstate[2] =
+      prepare(...)`` (and the accelerator's state in ``back`` begun,
+      :func:`bulkem.fitting.driver.make_accel`);
     * ``estep[nb, wide_cuda_threads](data, lo, hi, work, part, istate, buf, xc)``;
     * ``reduce[1, wide_cuda_reduce_threads](part, nb, istate, fstate, params, tot,
-      coef, work, n, const, max_iter, tol, drop_rtol, reg)``.
+      coef, work, n, const, max_iter, tol, drop_rtol, reg, back, accel)``: the step after
+      the E-step (:func:`bulkem.fitting.driver.make_step`).
 
-    ``istate`` (int64): done flag, M-steps done, status; ``fstate`` (float64):
-    previous log-likelihood, log-likelihood, ``prepare``'s base term.  The sizes are the
+    ``istate`` (int64): done flag, passes done, status; ``fstate`` (float64):
+    the last kept log-likelihood, the log-likelihood, ``prepare``'s base term.  The sizes are the
     model's ``tuning`` (``wide_cuda_*``), compiled in.
     """
     dtype = np.dtype(dtype)
@@ -144,12 +147,16 @@ def kernels(model, dtype):
     SH = NWARP * NSX
     RG = RT // RC
     warp_sum = _group_sums(_WARP, 1)[0]
-    stop_f = make_stop(device)
+    step_f = make_step(mstep_f, device)
+    begin = make_accel(device)[0]
+    NP = sz.params
     opts = {} if regs is None else {"max_registers": regs}
 
     @cuda.jit
-    def init(params, tot, coef, work, fstate):
+    def init(params, tot, coef, work, fstate, back, accel):
         if cuda.grid(1) == 0:
+            if accel:
+                begin(back, NP)
             fstate[2] = prepare_f((), params, tot, coef, work)
 
     @cuda.jit(**opts)
@@ -187,7 +194,7 @@ def kernels(model, dtype):
 
     @cuda.jit
     def reduce(part, nb, istate, fstate, params, tot, coef, work, n, const, max_iter, tol,
-               drop_rtol, reg):
+               drop_rtol, reg, back, accel):
         if istate[0] != 0:
             return
         tid = cuda.threadIdx.x
@@ -220,15 +227,14 @@ def kernels(model, dtype):
         if tid == 0:
             complete_f((), st, tot)
             ll = st[NS] + fstate[2] + const
+            code, it, ll_prev, ll = step_f((), st, params, n, reg, ll, istate[1], fstate[0],
+                                           back, NP, accel, max_iter, tol, drop_rtol, back[:0])
+            fstate[0] = ll_prev
             fstate[1] = ll
-            code = stop_f(ll, fstate[0], istate[1], max_iter, tol, drop_rtol)
+            istate[1] = it
             if code < 0:
-                code = mstep_f((), st, params, n, reg)
-                if code == 0:
-                    fstate[0] = ll
-                    istate[1] += 1
-                    fstate[2] = prepare_f((), params, tot, coef, work)
-            if code != 0:
+                fstate[2] = prepare_f((), params, tot, coef, work)
+            else:
                 istate[2] = code
                 istate[0] = 1
 
@@ -324,14 +330,16 @@ def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, d
     prepared = tuning.cuda_prepared_launch
     with warnings.catch_warnings():  # the one-block kernels' grids are small by design
         warnings.filterwarnings("ignore", message="Grid size")
-        init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate)
+        back = cuda.device_array(accel_size(job.model.sizes().params), np.float64,
+                                 stream=stream)
+        init[1, 1, stream](params_g, dev.tot, dev.coef, work, fstate, back, job.accel)
         est = prepared_launch(estep[dev.nb, tuning.wide_cuda_threads, stream],
                               (data, 0, dev.n_units, work, dev.part, istate, dev.buf,
                                EXP_CONSTS), prepared)
         red = prepared_launch(reduce[1, tuning.wide_cuda_reduce_threads, stream],
                               (dev.part, dev.nb, istate, fstate, params_g, dev.tot, dev.coef,
                                work, dev.n_units, const, job.max_iter, job.tol, drop_rtol,
-                               job.reg), prepared)
+                               job.reg, back, job.accel), prepared)
     every = max(1, tuning.wide_cuda_check_every)
     state = np.zeros(4, np.int64)
     stream.synchronize()
@@ -395,7 +403,7 @@ def _evaluate64(dev, params_g, stream, const: float) -> float:
     istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Grid size")
-        init[1, 1, stream](params_g, dev.tot, dev.coef, dev.work64, fstate)
+        init[1, 1, stream](params_g, dev.tot, dev.coef, dev.work64, fstate, dev.coef, 0)
     estep[dev.nb, dev.tuning.wide_cuda_threads, stream](dev.data64, 0, dev.n_units,
                                                         dev.work64, dev.part, istate, dev.buf,
                                                         EXP_CONSTS)

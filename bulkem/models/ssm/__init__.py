@@ -7,6 +7,7 @@
 * :mod:`.kalman`: filter and RTS smoother steps, written once for every engine;
 * :mod:`.scan`: elements of the exact time-parallel filter and their combination;
 * :mod:`.splash`: the paper's windowed approximation of one predictive density;
+* :mod:`.diffuse`: the exact diffuse initialisation of ``kalman_loglik`` (its diffuse phase);
 * :mod:`.plan`: the engines' batch of series, how the scan cuts it into chunks;
 * :mod:`.em`: EM of AR(p)-plus-noise and local-level models as pieces of the EM driver;
 * :mod:`.model`, :mod:`.family`, :mod:`.draws`: those models' data, tables, input forms and

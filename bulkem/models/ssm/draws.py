@@ -16,7 +16,8 @@ start, counter), scaled by moments of the dataset's observed values:
 * local level: ``E[(y_{t+1} - y_t)^2] = state_var + 2 obs_var`` (consecutive
   observed steps) is split by a share ``w`` (counter 0); ``level0`` is the
   mean of the series' first observed values plus ``u sqrt(state_var)``,
-  ``u`` uniform in (-1, 1) (counter 1).
+  ``u`` uniform in (-1, 1) (counter 1).  With the diffuse prior, the same
+  variances and no ``level0``.
 """
 
 from __future__ import annotations
@@ -185,5 +186,9 @@ def draw(model, data, keys, seed, fit_ds, fit_start, out, mom=None) -> None:
     sk = seed_key(seed)
     if model.family == "ar":
         _draw_ar(mom, fit_ds, fit_start, keys, sk, model.order, out)
+    elif model.diffuse:  # the same variances as the fitted prior's starts, no level0
+        full = np.empty((len(fit_ds), 3))
+        _draw_level(mom, fit_ds, fit_start, keys, sk, full)
+        out[:] = full[:, 1:]
     else:
         _draw_level(mom, fit_ds, fit_start, keys, sk, out)

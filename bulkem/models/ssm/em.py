@@ -9,10 +9,29 @@ Two structures, univariate observations ``y_t`` (NaN: missing):
   law ``N(0, Gamma)``, ``Gamma`` the Toeplitz matrix of the autocovariances.
 * ``"local_level"``, a random walk observed with noise: ``x_{t+1} = x_t +
   w_t``, ``w_t ~ N(0, state_var)``; ``y_t = x_t + v_t``.  A random walk has
-  no stationary law; the prior of the first level is ``N(level0,
-  state_var)``, ``level0`` a free parameter (the level one step before the
-  first observation), so the prior is proper, follows the data, and the
-  M-step stays in closed form.
+  no stationary law; two priors of the first level (``SSMModel.prior``):
+
+  - ``"fitted"`` (the default): ``N(level0, state_var)``, ``level0`` a free
+    parameter (the level one step before the first observation), so the
+    prior is proper, follows the data, and the M-step stays in closed form.
+    Its log-likelihood is statsmodels' with ``initialize_known(level0,
+    state_var)`` and ``loglikelihood_burn = 0``.
+  - ``"diffuse"``: the exact diffuse prior of Durbin and Koopman (2012, ch.
+    5), a flat prior on the level, so there is no ``level0`` (params
+    ``state_var, obs_var``).  Steps before a series' first observation carry
+    no information under a flat prior and are dropped.  The filter starts at
+    the first observed step ``f`` with the filtered level ``N(y_f,
+    obs_var)``; that step adds ``-log(2 pi) / 2`` (the diffuse term
+    ``-(log 2 pi + log F_inf) / 2``, ``F_inf = 1``), every later one the
+    usual prediction-error term; the smoother runs back to ``f``.  This is
+    statsmodels' exact diffuse log-likelihood with every term kept:
+    ``UnobservedComponents(y, "llevel", use_exact_diffuse=True)`` (whose
+    ``loglikelihood_burn`` is then 0).  statsmodels' *default*
+    ``UnobservedComponents(y, "llevel")`` differs twice: it starts from the
+    approximate diffuse prior ``N(0, 1e6)`` and burns the first observation
+    (``loglikelihood_burn = 1``: its term dropped).  For the Nile data the
+    maxima are -633.4646 (exact diffuse, all terms: bulkem's) and -632.538
+    (statsmodels' default, near the exact diffuse value plus ``log(2 pi) / 2``).
 
 The series of a dataset share the parameters; the lanes of a fit split its
 series.  Per series the E-step runs the Kalman filter forward (the filtered
@@ -26,7 +45,9 @@ M-step (float64, closed form):
 
 * ``obs_var = sum E[(y_t - z_t)^2] / n_obs`` (observed steps); local level:
   ``level0 = mean E[x_1]``, ``state_var`` from the expected squared steps
-  and the prior term.  Both exact: EM.
+  and the prior term; with the diffuse prior ``state_var = sum E[(x_t -
+  x_{t-1})^2] / n_trans`` over the transitions from each series' first
+  observed step on (no prior term).  All exact: EM.
 * AR: with the stationary prior the coefficients have no closed-form
   maximiser (the prior's covariance depends on them).  The update is the
   Shumway-Stoffer regression ``phi = C11^{-1} c10`` with the prior's gradient
@@ -42,14 +63,16 @@ M-step (float64, closed form):
 Layouts of one fit (``P`` the state dimension, ``PP = P * P``):
 
 * params: AR ``phi (P), state_var, obs_var``; local level ``level0,
-  state_var, obs_var``;
+  state_var, obs_var`` (diffuse: ``state_var, obs_var``);
 * work: the model's ``F (PP), H (P), Q (PP), R (1), m0 (P), P0 (PP)``;
-* tot: observed steps, transitions (steps - 1) of the fit's series;
+* tot: observed steps, transitions (steps - 1; diffuse: from the first
+  observed step) of the fit's series;
 * stats: ``n_obs, n_trans`` (from tot), the M-step's scratch, then the sums
   from ``first_stat``: ``sum E[(y - z)^2]`` and, AR: ``c00 = sum E[z_{t+1}^2]``,
   ``c10 = sum E[z_{t+1} x_t] (P)``, ``C11 = sum E[x_t x_t'] (PP)`` over
   transitions, ``S11 = sum E[x_1 x_1'] (PP)`` over series; local level:
-  ``sum E[(x_{t+1} - x_t)^2]``, ``sum (E[x_1] - level0)``, ``sum E[(x_1 - level0)^2]``;
+  ``sum E[(x_{t+1} - x_t)^2]``, ``sum (E[x_1] - level0)``, ``sum E[(x_1 - level0)^2]``
+  (diffuse: the first only);
 * buf: the filtered mean and covariance of every step, ``P + PP`` values.
 """
 
@@ -62,7 +85,7 @@ import numpy as np
 
 from ...tuning import DEGENERATE_PARAM
 from ..base import Pieces, Sizes
-from .kalman import make_kalman
+from .kalman import LOG_2PI, make_kalman
 from .statespace import COMPANION, DENSE, IDENTITY
 
 AR = "ar"
@@ -74,6 +97,7 @@ class EMLayout(NamedTuple):
 
     family: str
     P: int  # state dimension: the AR order, 1 for the local level
+    diffuse: bool = False  # local level: the exact diffuse prior (no level0)
 
     @property
     def kind(self) -> int:
@@ -83,7 +107,12 @@ class EMLayout(NamedTuple):
 
     @property
     def n_params(self) -> int:
-        return self.P + 2
+        return self.P + 2 - self.diffuse
+
+    @property
+    def head(self) -> int:
+        """Where ``state_var`` lies in params (``obs_var`` follows it)."""
+        return self.n_params - 2
 
     # work (the model's matrices)
     @property
@@ -121,7 +150,7 @@ class EMLayout(NamedTuple):
     @property
     def n_stats(self) -> int:
         P = self.P
-        extra = 2 + P + 2 * P * P if self.family == AR else 4
+        extra = 2 + P + 2 * P * P if self.family == AR else (2 if self.diffuse else 4)
         return self.first_stat + extra
 
     def sizes(self) -> Sizes:
@@ -355,7 +384,12 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
     if np.dtype(dtype) != np.float64:
         raise ValueError("state-space EM runs in float64 only")
     IS_AR = layout.family == AR
+    DIFFUSE = bool(layout.diffuse)
+    if DIFFUSE and IS_AR:
+        raise ValueError("the exact diffuse prior is for the local level; the AR family's "
+                         "prior is the stationary law")
     P = layout.P
+    HEAD = layout.head  # params: state_var at HEAD, obs_var at HEAD + 1
     PP = P * P
     W = P + PP  # buffer values per step
     WF, WH, WQ, WR, WM, WP, _ = layout.w_offsets
@@ -368,6 +402,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
     CA, CPIV, CGAM, CSD = 0, N1 * N1, N1 * N1 + N1, N1 * N1 + 2 * N1
     MAX_HALVINGS = max_halvings
     BAD = DEGENERATE_PARAM
+    HALF_LOG_2PI = 0.5 * LOG_2PI
     steps = make_kalman(P, 1, layout.kind, np.float64, jit, outer)
     is_missing, predict, update = steps.is_missing, steps.predict, steps.update
     set_prior, smooth_step = steps.set_prior, steps.smooth_step
@@ -382,11 +417,16 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
             a0 = units[u]
             n = units[u + 1] - a0
             seen = 0
+            first = n
             for t in range(n):
                 if y[a0 + t] == y[a0 + t]:
                     seen += 1
+                    if first == n:
+                        first = t
             tot[0] += seen
-            tot[1] += n - 1
+            # diffuse: the transitions from the first observed step on (the steps before it
+            # carry no information under a flat prior)
+            tot[1] += n - 1 - first if DIFFUSE else n - 1
             u += step
 
     def fill_work(work, a, s2, r, m0, p0):
@@ -413,9 +453,15 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
     fill_work_f = jit(fill_work)
 
     def prepare(data, params, tot, coef, work):
-        s2 = params[P]
-        r = params[P + 1]
+        s2 = params[HEAD]
+        r = params[HEAD + 1]
         ok = s2 > 0.0 and r > 0.0 and math.isfinite(s2) and math.isfinite(r)
+        if DIFFUSE:  # (no m0, P0: the E-step starts at the first observation)
+            if ok:
+                fill_work_f(work, params, s2, r, 0.0, 0.0)
+                return 0.0
+            fill_work_f(work, params, 1.0, 1.0, 0.0, 0.0)
+            return math.nan
         if not IS_AR:
             ok = ok and math.isfinite(params[0])
             fill_work_f(work, params, s2, r, params[0], s2)
@@ -459,10 +505,23 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
         lag = sc[o + 2 * P + 2 * PP:o + 2 * P + 3 * PP]
         G = sc[o + 2 * P + 3 * PP:o + 2 * P + 4 * PP]
         T2 = sc[o + 2 * P + 4 * PP:o + 2 * P + 5 * PP]
-        set_prior(work[WM:WM + P], work[WP:WP + PP], m, Pc)
+        if DIFFUSE:  # from the first observed step: x_f | y_f ~ N(y_f, obs_var)
+            f = 0
+            while f < T and is_missing(y, a0 + f):
+                f += 1
+            if f == T:
+                return 0.0
+            a0 += f
+            T -= f
+        else:
+            set_prior(work[WM:WM + P], work[WP:WP + PP], m, Pc)
         ll = 0.0
         for t in range(T):  # filter; the filtered moments of step t at buf[t W:]
-            if not is_missing(y, a0 + t):
+            if DIFFUSE and t == 0:
+                m[0] = y[a0]
+                Pc[0] = R[0]
+                ll -= HALF_LOG_2PI  # Durbin-Koopman's diffuse term, F_inf = 1
+            elif not is_missing(y, a0 + t):
                 term, ok = update(H, R, y, a0 + t, m, Pc, U, L, e)
                 if not ok:
                     return math.nan
@@ -511,7 +570,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
             for i in range(P):
                 for j in range(P):
                     stats[SS11 + i * P + j] += Ps[i * P + j] + ms[i] * ms[j]
-        else:
+        elif not DIFFUSE:
             d = ms[0] - work[WM]
             stats[SA + 1] += d
             stats[SA + 2] += d * d + Ps[0]
@@ -550,6 +609,11 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
         n_obs = stats[0]
         n_trans = stats[1]
         r = stats[SOBS] / n_obs if n_obs > 0.0 else math.nan
+        if DIFFUSE:
+            q = stats[SA] / n_trans if n_trans > 0.0 else math.nan
+            params[0] = q
+            params[1] = r
+            return 0 if q > 0.0 and r > 0.0 and math.isfinite(q + r) else BAD
         if not IS_AR:
             dm = stats[SA + 1] / n
             q = (stats[SA] + stats[SA + 2] - n * dm * dm) / (n_trans + n)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...data.units import Words, read_units
 from .em import AR, LOCAL_LEVEL
-from .model import SSMModel
+from .model import FITTED, PRIORS, SSMModel
 
 WORDS = Words("dataset", "series", "series_col")
 # The largest AR order fit() takes.  Each fit's lane holds about 28 P^2
@@ -30,9 +30,14 @@ class SSMFamily:
     "series"; without it, one series per dataset) and the value column, rows
     in time order within a series.
 
+    The local level takes ``prior="fitted"`` (default: the first level ``N(level0,
+    state_var)``, ``level0`` fitted) or ``prior="diffuse"`` (a flat prior: the exact
+    diffuse likelihood, no ``level0``; see :mod:`.em`).
+
     A dataset gets status ``invalid_data`` (and a message saying why) when a
     series is shorter than the order, has infinite values or no observed
-    step, when it has no variance to fit (every value 0, or for the AR
+    step (with the diffuse prior: when no series has a step after its first
+    observed one), when it has no variance to fit (every value 0, or for the AR
     family every series constant; for the local level every value equal),
     or when its values are out of the fits' range: a largest ``|y|`` above
     ``model.SCALE_MAX`` (1e100) or a scale (AR: largest ``|y|``; local level:
@@ -41,17 +46,23 @@ class SSMFamily:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.options = ("order", "series_col") if name == AR else ("series_col",)
+        self.options = ("order", "series_col") if name == AR else ("series_col", "prior")
 
     def read(self, datasets: Any, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, list of series)`` pairs."""
         unknown = sorted(set(options) - set(self.options))
+        if self.name == AR and "prior" in unknown:
+            raise ValueError(f"prior={options['prior']!r}: the AR family's prior is the "
+                             "stationary law, nothing to choose; prior='diffuse' (a flat "
+                             "prior) is for family='local_level'. Leave prior out.")
         if unknown:
             raise TypeError(f"unexpected keyword argument(s) {unknown} for family="
                             f"{self.name!r}; it takes {list(self.options)} beyond bulkem.fit's "
                             "own.")
         if self.name == AR:
             _order(options)  # before reading the data
+        else:
+            _prior(options)
         if not isinstance(value_col, str):
             raise ValueError(f"value_col={value_col!r}: family={self.name!r} takes one value "
                              "column.")
@@ -65,7 +76,19 @@ class SSMFamily:
 
     def model(self, pairs: list, n_components: int, options: dict) -> SSMModel:
         """The :class:`SSMModel` for these options (``n_components`` is not used)."""
-        return SSMModel(self.name, _order(options) if self.name == AR else 1)
+        if self.name == AR:
+            return SSMModel(self.name, _order(options))
+        return SSMModel(self.name, 1, prior=_prior(options))
+
+
+def _prior(options: dict) -> str:
+    prior = options.get("prior", FITTED)
+    if not isinstance(prior, str) or prior not in PRIORS:
+        raise ValueError(f"unknown prior {prior!r}; expected one of {list(PRIORS)}: "
+                         "'fitted', the first level N(level0, state_var) with level0 fitted, "
+                         "or 'diffuse', a flat prior (Durbin and Koopman's exact diffuse "
+                         "likelihood, statsmodels' use_exact_diffuse=True).")
+    return prior
 
 
 def _order(options: dict) -> int:

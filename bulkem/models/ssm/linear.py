@@ -119,6 +119,11 @@ class LinearGaussian(Likelihood):
         """Parameter sets given as blocks (a :class:`StateSpace`, or a dict of ``F, H, Q, R``
         and optionally ``m0, P0``, each with an optional leading axis of sets), checked as
         ``StateSpace`` checks them -> rows of shape (k, n_params)."""
+        if isinstance(init, StateSpace) and init.is_diffuse:
+            raise ValueError("params is a StateSpace with diffuse states; bulkem.loglik("
+                             "family='state_space') evaluates proper priors (m0, P0) only. Use "
+                             "bulkem.kalman_loglik(series, model) for the exact diffuse "
+                             "log-likelihood.")
         if isinstance(init, StateSpace):
             models = [init]
         else:

@@ -48,6 +48,11 @@ def ar_radius(phi: np.ndarray) -> np.ndarray:
 SCALE_MIN = 1e-100
 SCALE_MAX = 1e100
 
+# The local level's priors of the first level (SSMModel.prior).
+FITTED = "fitted"
+DIFFUSE = "diffuse"
+PRIORS = (FITTED, DIFFUSE)
+
 
 def _scale_problems(obs: np.ndarray, family: str) -> list[str]:
     """Why the observed values ``obs`` (finite, not all equal) are out of the fits' range."""
@@ -65,6 +70,23 @@ def _scale_problems(obs: np.ndarray, family: str) -> list[str]:
     return []
 
 
+def _after_first(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per series: its steps after the first observed one (-1 for a series with none)."""
+    n = len(lengths)
+    at = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=at[1:])
+    seen = np.flatnonzero(~np.isnan(values))
+    out = np.full(n, -1, dtype=np.int64)
+    if len(seen):
+        series = np.searchsorted(at, seen, side="right") - 1
+        firsts = np.full(n, -1, dtype=np.int64)
+        new = np.r_[True, series[1:] != series[:-1]]  # (seen is sorted)
+        firsts[series[new]] = seen[new]
+        has = firsts >= 0
+        out[has] = at[1:][has] - 1 - firsts[has]
+    return out
+
+
 @dataclass(frozen=True)
 class SSMModel(Model):
     """An AR(p)-plus-noise (``family="ar"``) or local-level model fitted by EM.
@@ -79,11 +101,17 @@ class SSMModel(Model):
     family : {"ar", "local_level"}
     order : int
         The AR order ``p`` (1 for the local level): the state dimension.
+    prior : {"fitted", "diffuse"}
+        The local level's prior of the first level: ``N(level0, state_var)`` with
+        ``level0`` fitted, or the exact diffuse prior (a flat one: no ``level0``; see
+        :mod:`.em`).  The AR family's prior is the stationary law ("fitted": nothing to
+        choose).  Only "diffuse" changes :attr:`key` (a compiled variant of its own).
     """
 
     family: str
     order: int = 1
     tuning: Tuning = DEFAULT
+    prior: str = FITTED
 
     component_label = "parameter"
     status_reasons = {
@@ -95,21 +123,38 @@ class SSMModel(Model):
     def name(self) -> str:
         return self.family
 
+    def __post_init__(self) -> None:
+        if self.prior not in PRIORS:
+            raise ValueError(f"unknown prior {self.prior!r}; expected one of {list(PRIORS)}.")
+        if self.prior == DIFFUSE and self.family != LOCAL_LEVEL:
+            raise ValueError(f"prior='diffuse' is for family='local_level' (a random walk, "
+                             f"which has no stationary law); the {self.family!r} family's "
+                             "prior is the stationary law. Leave prior out.")
+
+    @property
+    def diffuse(self) -> bool:
+        """Whether the first level has the exact diffuse prior (``prior="diffuse"``)."""
+        return self.prior == DIFFUSE
+
     @property
     def layout(self) -> EMLayout:
-        return EMLayout(self.family, self.order)
+        return EMLayout(self.family, self.order, self.diffuse)
 
     @property
     def key(self) -> tuple:
-        return ("ssm", self.family, self.order, self.tuning.key())
+        base = ("ssm", self.family, self.order, self.tuning.key())
+        return base + (DIFFUSE,) if self.diffuse else base  # (the default's key as it was)
 
     @property
     def params_layout(self) -> Layout:
-        """``phi`` (AR order) or ``level0``, then ``state_var`` and ``obs_var``."""
+        """``phi`` (AR order) or ``level0`` (not with the diffuse prior), then ``state_var``
+        and ``obs_var``."""
+        var = [(Block("state_var", (), "positive"),), (Block("obs_var", (), "positive"),)]
+        if self.diffuse:
+            return Layout(var)
         head = (Block("phi", (Axis("lag", self.order),)) if self.family == AR
                 else Block("level0"))
-        return Layout([(head,), (Block("state_var", (), "positive"),),
-                       (Block("obs_var", (), "positive"),)])
+        return Layout([(head,), *var])
 
     @property
     def names(self) -> list[str]:
@@ -182,6 +227,12 @@ class SSMModel(Model):
                     "maximum (the variances go to 0)")
             elif self.family == LOCAL_LEVEL and not np.any(obs != obs[0]):
                 problems.append(f"every observed value is {obs[0]:g}: no variance to fit")
+            elif self.diffuse and not any(
+                    len(u) - 1 - int(np.argmax(~np.isnan(u))) > 0 for u in units):
+                problems.append(
+                    "with prior='diffuse' every series ends at its first observed step: no "
+                    "step after it to estimate state_var from (a flat prior's first level "
+                    "is free). Give longer series, or use the default prior='fitted'")
             else:
                 problems.extend(_scale_problems(obs, self.family))
         return "; ".join(problems) if problems else None
@@ -198,7 +249,8 @@ class SSMModel(Model):
                 ) -> np.ndarray:
         """The datasets :meth:`check` could fault, from every value at once: a series too
         short, with an infinite value or none observed; no variance (every series constant
-        for the AR family, every value equal for the local level); a scale out of range."""
+        for the AR family, every value equal for the local level); a scale out of range;
+        with the diffuse prior, no step after any series' first observed one."""
         n_nan = counts(np.isnan(values), lengths)
         out = (n_units == 0) | (by_dataset((lengths < max(self.order, 1))
                                            | (counts(np.isinf(values), lengths) > 0)
@@ -220,6 +272,8 @@ class SSMModel(Model):
             np.fmax.at(top, ds_of_unit, hi)
             np.fmin.at(bottom, ds_of_unit, lo)
             out |= ~(top - bottom >= SCALE_MIN)  # (also every value equal, or none)
+        if self.diffuse:
+            out |= ~(by_dataset(_after_first(values, lengths) > 0, n_units) > 0)
         return out | (big > SCALE_MAX)
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
@@ -247,6 +301,10 @@ class SSMModel(Model):
     def user_starts(self, init: Mapping) -> np.ndarray:
         """User starting values (``fit(init=...)``) -> array of shape (k, n_params)."""
         shapes = self.init_shapes()
+        if self.diffuse and isinstance(init, Mapping) and "level0" in init:
+            raise ValueError("init has a 'level0', but with prior='diffuse' the first level "
+                             "has a flat prior, not a parameter: give only 'state_var' and "
+                             "'obs_var'.")
         for key, v in init.items():
             if key in shapes:
                 try:
@@ -276,9 +334,12 @@ class SSMModel(Model):
     def state_space(self, params: Mapping) -> StateSpace:
         """One fit's parameters (``as_dict``) as the :class:`StateSpace` of
         ``family="state_space"``: AR, ``StateSpace.ar(phi, state_var, obs_var)`` with the
-        stationary prior; local level, ``x_1 ~ N(level0, state_var)``."""
+        stationary prior; local level, ``x_1 ~ N(level0, state_var)``, or with the diffuse
+        prior ``StateSpace.local_level(state_var, obs_var, diffuse=True)``."""
         if self.family == AR:
             return StateSpace.ar(params["phi"], params["state_var"], params["obs_var"])
+        if self.diffuse:
+            return StateSpace.local_level(params["state_var"], params["obs_var"], diffuse=True)
         return StateSpace([[1.0]], [[1.0]], [[params["state_var"]]], [[params["obs_var"]]],
                           [params["level0"]], [[params["state_var"]]])
 

@@ -11,6 +11,15 @@ The model of one series ``y_1, ..., y_T`` (each ``y_t`` a vector of
 observation (the predictive density of step 1), as in the paper's
 Algorithm 1 and in statsmodels' ``initialization="known"``.
 
+A non-stationary state (a random walk, a trend) may instead have a flat
+prior: ``StateSpace(..., diffuse=True)`` (or a mask of the diffuse states)
+makes :func:`bulkem.kalman_loglik` evaluate the exact diffuse likelihood of
+Durbin and Koopman (2012, ch. 5; the univariate treatment of Koopman and
+Durbin 2000), the limit of ``P0 = P* + kappa P_inf`` as ``kappa -> inf``
+without the divergent ``log kappa``: statsmodels' ``initialization="diffuse"``
+(``UnobservedComponents(..., use_exact_diffuse=True)``) with every term kept,
+``loglikelihood_burn=0`` (see :mod:`.diffuse`).
+
 Covariances may be singular (positive semi-definite): the AR(p) model in
 companion form has a rank-one ``Q``, a pure AR model has ``R = 0``, and a
 known initial state has ``P0 = 0``.  What the filter needs is that the
@@ -113,6 +122,29 @@ def stationary_covariance(F: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return (P + P.T) / 2
 
 
+def _diffuse_mask(diffuse: Any, n: int) -> np.ndarray:
+    """``diffuse`` (a bool, or a mask of the states) as a boolean array of shape (n,)."""
+    if isinstance(diffuse, (bool, np.bool_)):
+        return np.full(n, bool(diffuse))
+    mask = np.asarray(diffuse)
+    if mask.dtype != np.bool_ or mask.shape != (n,):
+        raise ValueError(f"diffuse must be True, False or a boolean mask of shape ({n},) (one "
+                         f"entry per state: True for a flat prior); got {diffuse!r}.")
+    return mask.copy()
+
+
+def _partly_stationary(F: np.ndarray, Q: np.ndarray, dif: np.ndarray) -> np.ndarray:
+    """``P0`` of a model with some diffuse states: the stationary covariance of the others."""
+    keep = ~dif
+    if np.any(F[np.ix_(keep, dif)] != 0.0):
+        raise ValueError("some states are diffuse and the others depend on them (F[other, "
+                         "diffuse] != 0), so the others have no stationary law of their own; "
+                         "pass P0, the prior covariance of the non-diffuse states.")
+    P0 = np.zeros(F.shape)
+    P0[np.ix_(keep, keep)] = stationary_covariance(F[np.ix_(keep, keep)], Q[np.ix_(keep, keep)])
+    return P0
+
+
 def transition_kind(F: np.ndarray) -> int:
     """The structure of ``F`` that the predict step can exploit (exactly, no tolerance)."""
     n = F.shape[0]
@@ -147,6 +179,15 @@ class StateSpace(Mapping):
         semi-definite).  If None, the stationary covariance (the solution of
         ``P0 = F P0 F^T + Q``), which exists when every eigenvalue of ``F``
         lies inside the unit circle; otherwise pass it.
+    diffuse : bool or array-like of bool of shape (dim_state,), default False
+        States with a flat (exact diffuse) prior: True for every state, or a
+        mask.  Their entries of ``m0`` and their rows and columns of ``P0`` are
+        set to 0 (``P0`` is then the prior covariance ``P*`` of the other
+        states, ``P_inf`` the diagonal of the mask).  With every state diffuse
+        ``P0`` defaults to 0; with some, to the stationary covariance of the
+        others where they do not depend on the diffuse ones (``F[other,
+        diffuse] == 0``), else pass ``P0``.  Evaluated by
+        :func:`bulkem.kalman_loglik`; a diffuse model cannot be simulated.
 
     Raises
     ------
@@ -161,13 +202,15 @@ class StateSpace(Mapping):
     (2, 1)
     """
 
-    def __init__(self, F: Any, H: Any, Q: Any, R: Any, m0: Any = None, P0: Any = None) -> None:
+    def __init__(self, F: Any, H: Any, Q: Any, R: Any, m0: Any = None, P0: Any = None, *,
+                 diffuse: bool | Sequence[bool] | np.ndarray = False) -> None:
         n = _dim(F, 0)
         self.F = _matrix("F", F, (n, n), "square: dim_state x dim_state")
         d = _dim(H, 0) if np.ndim(H) == 2 else 1
         self.H = _matrix("H", H, (d, n), f"dim_obs x dim_state, dim_state = {n} from F")
         self.Q = _covariance("Q", _matrix("Q", Q, (n, n), f"dim_state = {n} from F"))
         self.R = _covariance("R", _matrix("R", R, (d, d), f"dim_obs = {d} from H"))
+        self.diffuse = _diffuse_mask(diffuse, n)
         if m0 is None:
             m0 = np.zeros(n)
         m0 = np.array(m0, dtype=np.float64)
@@ -177,12 +220,47 @@ class StateSpace(Mapping):
             raise ValueError(f"m0 has shape {np.shape(m0)}; expected ({n},) (dim_state from F).")
         if not np.all(np.isfinite(m0)):
             raise ValueError("m0 has NaN or infinite entries; expected finite numbers.")
-        self.m0 = m0
-        if P0 is None:
+        dif = self.diffuse
+        self.m0 = np.where(dif, 0.0, m0)
+        if P0 is None and dif.all():
+            P0 = np.zeros((n, n))
+        elif P0 is None and dif.any():
+            P0 = _partly_stationary(self.F, self.Q, dif)
+        elif P0 is None:
             P0 = stationary_covariance(self.F, self.Q)
-        self.P0 = _covariance("P0", _matrix("P0", P0, (n, n), f"dim_state = {n} from F"))
+        P0 = _covariance("P0", _matrix("P0", P0, (n, n), f"dim_state = {n} from F"))
+        P0[dif] = 0.0
+        P0[:, dif] = 0.0
+        self.P0 = P0
 
     # -- constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def local_level(cls, state_var: float, obs_var: float, level0: float = 0.0,
+                    level_var: float | None = None, *, diffuse: bool = False) -> StateSpace:
+        """The local-level model of ``bulkem.fit(family="local_level")``.
+
+        ``x_{t+1} = x_t + w_t``, ``w_t ~ N(0, state_var)``; ``y_t = x_t + v_t``,
+        ``v_t ~ N(0, obs_var)``; the first level ``x_1 ~ N(level0, level_var)``
+        (``level_var`` default ``state_var``: ``prior="fitted"``'s prior, the level
+        one step before the first plus a step), or flat with ``diffuse=True``
+        (``prior="diffuse"``; ``level0`` and ``level_var`` are then not used).
+
+        Examples
+        --------
+        >>> m = StateSpace.local_level(1469.1, 15099.0, diffuse=True)
+        >>> m
+        StateSpace(dim_state=1, dim_obs=1, F=identity, diffuse=1)
+        """
+        q = _positive("state_var", state_var, allow_zero=False)
+        r = _positive("obs_var", obs_var, allow_zero=True)
+        if not isinstance(diffuse, (bool, np.bool_)):
+            raise TypeError(f"diffuse must be True or False; got diffuse = {diffuse!r}.")
+        if diffuse:
+            return cls([[1.0]], [[1.0]], [[q]], [[r]], diffuse=True)
+        x0 = float(np.asarray(level0, dtype=np.float64))
+        v0 = q if level_var is None else _positive("level_var", level_var, allow_zero=True)
+        return cls([[1.0]], [[1.0]], [[q]], [[r]], [x0], [[v0]])
 
     @classmethod
     def random_walk(cls, dim: int, q: float, r: float, p0: float = 1.0) -> StateSpace:
@@ -276,9 +354,18 @@ class StateSpace(Mapping):
         """Structure of ``F``: ``DENSE``, ``IDENTITY`` or ``COMPANION``."""
         return transition_kind(self.F)
 
+    @property
+    def is_diffuse(self) -> bool:
+        """Whether any state has a flat (exact diffuse) prior."""
+        return bool(self.diffuse.any())
+
     def simulate(self, n_steps: int, rng: np.random.Generator | int | None = None
                  ) -> np.ndarray:
         """Draw one series of ``n_steps`` observations, shape ``(n_steps, dim_obs)``."""
+        if self.is_diffuse:
+            raise ValueError("a diffuse prior (flat) has no draws; to simulate, give the "
+                             "first state a proper prior: StateSpace(F, H, Q, R, m0, P0) with "
+                             "m0 a starting state (P0 = 0 for a known one).")
         rng = np.random.default_rng(rng)
         n, d = self.dim_state, self.dim_obs
         x = rng.multivariate_normal(self.m0, self.P0, method="eigh")
@@ -307,8 +394,9 @@ class StateSpace(Mapping):
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
+        dif = f", diffuse={int(self.diffuse.sum())}" if self.is_diffuse else ""
         return (f"StateSpace(dim_state={self.dim_state}, dim_obs={self.dim_obs}, "
-                f"F={KIND_NAMES[self.kind]})")
+                f"F={KIND_NAMES[self.kind]}{dif})")
 
 
 @dataclass
