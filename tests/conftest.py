@@ -40,6 +40,17 @@ SEED = int(os.environ.get("BULKEM_TEST_SEED", "20261121"))
 
 
 @pytest.fixture
+def plain_em(monkeypatch):
+    """Plain EM by default for the state-space families (``fit(accel=None)`` without
+    SQUAREM), for the modules that check the engines iteration by iteration against
+    plain-EM oracles;
+    tests/test_accel.py checks the accelerated default against plain EM."""
+    from bulkem.models.ssm.model import SSMModel
+
+    monkeypatch.setattr(SSMModel, "accel_default", False)
+
+
+@pytest.fixture
 def seed() -> int:
     print(f"seed = {SEED} (override with BULKEM_TEST_SEED)")
     return SEED

@@ -23,6 +23,9 @@ import bulkem
 from bulkem.models.ssm.model import ar_radius
 from bulkem.tuning import Tuning
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 AR2 = dict(phi=[0.5, -0.3], state_var=1.0, obs_var=0.4)
 LEVEL = dict(level0=1.0, state_var=0.2, obs_var=1.0)
 INIT = {

@@ -21,6 +21,9 @@ import bulkem
 from bulkem.models.ssm import family as ssm_family
 from bulkem.models.ssm import model as ssm_model
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 
 def _kw(family):
     return dict(family="ar", order=2) if family == "ar" else dict(family="local_level")

@@ -378,7 +378,9 @@ class Likelihood(ABC):
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")  # compute dtypes it offers
     init_methods: ClassVar[tuple[str, ...]] = ("subset",)  # ``init_method`` values it offers
     default_init: ClassVar[str] = "subset"
-    # fit(accel=None): whether EM is accelerated (SQUAREM, bulkem.fitting.driver.make_accel)
+    # fit(accel=None): whether EM is accelerated (SQUAREM, bulkem.fitting.driver.make_accel).
+    # Off where users compare iterations with peers and papers (hmmlearn's n_iter, the TMAP
+    # paper's traces, mixtools): fit(accel=True) there.
     accel_default: ClassVar[bool] = False
     # The items the lanes of a fit split are the data's units (sequences, runs, series),
     # which the wide strategy may deal to threads in any order; False: observations.
