@@ -6,7 +6,8 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      backend, dtype, init, strict, progress, interface = "fit_mixture",
                      dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
                      init_method = NULL, checkpoint = NULL, se = FALSE,
-                     criterion = "bic", bootstrap = 0, bootstrap_level = 0.95) {
+                     criterion = "bic", bootstrap = 0, bootstrap_level = 0.95,
+                     accel = NULL) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   check_mixture_family(family)
@@ -27,6 +28,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
   check_se(se)
   check_criterion(criterion)
   n_boot <- check_bootstrap(bootstrap, bootstrap_level)
+  check_accel(accel)
   # bulkem(), the original interface, fits one size
   n_components <- if (original) {
     py_int(components, "num.components")
@@ -72,6 +74,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     criterion = criterion,
     bootstrap = n_boot,
     bootstrap_level = as.double(bootstrap_level),
+    accel = accel,
     .terms = list(ids = data$ids, interface = interface)
   )
   list(py = result, ids = data$ids, checkpoint = checkpoint_done(cp))
@@ -140,6 +143,19 @@ r_seed <- function(seed) {
     return(sample.int(.Machine$integer.max, 1L) - 1L)
   }
   seed
+}
+
+# accel: NULL (the family's default: SQUAREM on for the state-space models, off
+# for mixtures, HMMs and TMAPs), TRUE or FALSE, checked (the value passed to
+# Python's fit(accel=...), NULL as None).
+check_accel <- function(accel) {
+  if (!is.null(accel) && (!is.logical(accel) || length(accel) != 1L || is.na(accel))) {
+    stop("`accel` must be NULL (the family's default), TRUE (EM accelerated by SQUAREM) or ",
+      "FALSE (plain EM), got ", paste(deparse(accel), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  accel
 }
 
 # The families fit_mixture() serves; the others are refused with the R
@@ -235,13 +251,13 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         progress = FALSE, dataset_col = "dataset", value_col = "value",
                         reg_covar = 1e-6, init_method = NULL, checkpoint = NULL,
                         se = FALSE, criterion = "bic", bootstrap = 0,
-                        bootstrap_level = 0.95) {
+                        bootstrap_level = 0.95, accel = NULL) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
     dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
     init_method = init_method, checkpoint = checkpoint, se = se, criterion = criterion,
-    bootstrap = bootstrap, bootstrap_level = bootstrap_level
+    bootstrap = bootstrap, bootstrap_level = bootstrap_level, accel = accel
   )
   fit <- mixture_fit(run$py, list(ids = run$ids, se = se, criterion = criterion,
                                   bootstrap = bootstrap, bootstrap_level = bootstrap_level),

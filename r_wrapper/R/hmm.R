@@ -7,7 +7,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     dtype = "float64", init = NULL, params = "ste", reg_covar = 1e-6,
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
                     sequence_col = "sequence", value_col = "value", checkpoint = NULL, se = FALSE,
-                    criterion = "bic", bootstrap = 0, bootstrap_level = 0.95, ...) {
+                    criterion = "bic", bootstrap = 0, bootstrap_level = 0.95, accel = NULL,
+                    ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -28,6 +29,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   check_se(se)
   check_criterion(criterion)
   n_boot <- check_bootstrap(bootstrap, bootstrap_level)
+  check_accel(accel)
   n_components <- py_sizes(components, "components")
   if (length(components) > 1L) {
     check_grid_args(components, "components", init, checkpoint, bootstrap = n_boot,
@@ -70,7 +72,8 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     se = se,
     criterion = criterion,
     bootstrap = n_boot,
-    bootstrap_level = as.double(bootstrap_level)
+    bootstrap_level = as.double(bootstrap_level),
+    accel = accel
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")

@@ -6,7 +6,8 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
                     value_col = "value", checkpoint = NULL, se = FALSE, criterion = "bic",
-                    bootstrap = 0, bootstrap_level = 0.95) {
+                    bootstrap = 0, bootstrap_level = 0.95, accel = NULL,
+                    prior = c("fitted", "diffuse")) {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -21,6 +22,8 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
   check_se(se)
   check_criterion(criterion)
   n_boot <- check_bootstrap(bootstrap, bootstrap_level)
+  check_accel(accel)
+  prior <- check_prior(prior, model)
   ar <- identical(model, "ar")
   if (ar) {
     py_order <- py_sizes(order, "order")
@@ -52,14 +55,20 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
     criterion = criterion,
     bootstrap = n_boot,
     bootstrap_level = as.double(bootstrap_level),
+    accel = accel,
     .terms = terms
   )
   if (ar) {
     args$order <- py_order
   }
+  if (identical(prior, "diffuse")) {
+    # (only then: a call with the default prior is the call without it, so that a
+    # checkpoint written before prior existed still resumes)
+    args$prior <- prior
+  }
   py <- do.call(py_call, args)
   how <- list(ids = batch$ids, lengths = batch$lengths, labels = batch$labels, model = model,
-              order = if (ar) as.integer(order) else NA_integer_, se = se,
+              order = if (ar) as.integer(order) else NA_integer_, prior = prior, se = se,
               criterion = criterion, bootstrap = bootstrap, bootstrap_level = bootstrap_level)
   fit <- ssm_fit(py, how, checkpoint = checkpoint_done(cp))
   warn_not_converged(fit$summary$status, max_iter, tol)
@@ -70,7 +79,8 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, 
 # of one size or a grid of AR orders (see selection.R): fit_ssm(), and
 # fit_size() of a grid fit. how: what fit_ssm() knew besides the result
 # (dataset ids, series lengths and labels, the model, the order: one, or a
-# vector for a grid; se, criterion, bootstrap, bootstrap_level).
+# vector for a grid; the local level's prior, se, criterion, bootstrap,
+# bootstrap_level).
 ssm_fit <- function(py, how, checkpoint = NULL) {
   grid <- py_grid(py, how)
   ar <- identical(how$model, "ar")
@@ -87,12 +97,48 @@ ssm_fit <- function(py, how, checkpoint = NULL) {
     sequence_lengths = how$lengths,
     sequence_labels = how$labels,
     checkpoint = checkpoint,
-    saved = saved_state(py, if (ar) list(order = order) else list()),
+    saved = saved_state(py, ssm_options(how$model, order, how$prior)),
     vcov = saved_vcov(py, how$ids, how$se),
     grid = grid,
     bootstrap = bootstrap_attr(py, how),
     python = py
   )
+}
+
+# prior: the local level's prior of the first level, "fitted" (N(level0,
+# state_var), level0 a parameter) or "diffuse" (flat, no level0), checked
+# against the model (AR's prior is its stationary law: nothing to choose).
+check_prior <- function(prior, model) {
+  if (identical(prior, c("fitted", "diffuse"))) {
+    prior <- "fitted" # (the default)
+  }
+  if (!is.character(prior) || length(prior) != 1L || is.na(prior) ||
+    !prior %in% c("fitted", "diffuse")) {
+    stop("`prior` must be \"fitted\" (the first level N(level0, state_var), level0 fitted) or ",
+      "\"diffuse\" (a flat prior, no level0), got ", paste(deparse(prior), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  if (identical(prior, "diffuse") && !identical(model, "local_level")) {
+    stop("prior = \"diffuse\" is for model = \"local_level\" (a random walk, which has no ",
+      "stationary law); the AR model's prior is its stationary law. Leave `prior` out.",
+      call. = FALSE
+    )
+  }
+  prior
+}
+
+# The options that make a fit's Python model again (saved.R): the AR order, or
+# the local level's prior when it is not the default (a fit saved before prior
+# existed has none: "fitted").
+ssm_options <- function(model, order, prior) {
+  if (identical(model, "ar")) {
+    list(order = order)
+  } else if (identical(prior, "diffuse")) {
+    list(prior = prior)
+  } else {
+    list()
+  }
 }
 
 print.bulkem_ssm <- function(x, ...) {

@@ -7,7 +7,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
                      drop_bad_runs = FALSE, strict = FALSE, progress = FALSE,
                      trace_col = "trace", run_col = "run", value_col = "value",
                      checkpoint = NULL, se = FALSE, criterion = "bic", bootstrap = 0,
-                     bootstrap_level = 0.95) {
+                     bootstrap_level = 0.95, accel = NULL) {
   checked <- check_orders_grid(orders)
   orders <- checked$orders
   one_string(trace_col, "trace_col")
@@ -17,6 +17,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
   check_se(se)
   check_criterion(criterion)
   n_boot <- check_bootstrap(bootstrap, bootstrap_level)
+  check_accel(accel)
   if (checked$grid) {
     check_grid_args(orders, "orders", init, checkpoint, bootstrap = n_boot, maker = "fit_tmap")
   }
@@ -56,6 +57,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     criterion = criterion,
     bootstrap = n_boot,
     bootstrap_level = as.double(bootstrap_level),
+    accel = accel,
     .terms = terms
   )
   py <- do.call(py_call, args)

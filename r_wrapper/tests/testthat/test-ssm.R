@@ -78,3 +78,40 @@ test_that("fitted() is the smoothed signal of a dataset's series, residuals() th
   expect_equal(residuals(ll, "y"), y - ms, tolerance = 1e-9)
   expect_identical(lengths(fitted(ll)), c(x = 80L, y = 60L))
 })
+
+test_that("fit_ssm(prior = \"diffuse\") fits the local level's exact diffuse prior, as Python", {
+  skip_if_no_bulkem()
+  nile <- as.numeric(datasets::Nile)
+  fit <- fit_ssm(nile, "local_level", prior = "diffuse", starts = 10, max_iter = 2000,
+                 tol = 1e-10, seed = 1, backend = "cpu")
+  expect_identical(fit$summary$status, "converged")
+  # statsmodels' UnobservedComponents(nile, "llevel", use_exact_diffuse=True) maximum
+  expect_equal(fit$summary$loglik, -633.4645636362, tolerance = 1e-6)
+  expect_identical(fit$components$parameter, c("state_var", "obs_var")) # no level0
+  expect_identical(colnames(coef(fit)), c("state_var", "obs_var"))
+  expect_output(print(fit), "bulkem fit: local level (random walk plus noise), 1 dataset",
+                fixed = TRUE)
+  # a diffuse fit saved and read back makes its Python model again with the same prior
+  sm <- ssm_smooth(fit, 1)
+  score <- ssm_score(fit, 1, nile[1:30])
+  file <- tempfile(fileext = ".rds")
+  on.exit(unlink(file), add = TRUE)
+  saveRDS(fit, file)
+  back <- readRDS(file)
+  expect_true(reticulate::py_is_null_xptr(attr(back, "python")))
+  expect_identical(ssm_smooth(back, 1), sm)
+  expect_identical(ssm_score(back, 1, nile[1:30]), score)
+  expect_identical(fitted(back), sm$mean)
+  # the default prior, given or not, is the fitted one: level0 a parameter
+  expect_identical(unique(fit_ssm(nile, "local_level", prior = "fitted", starts = 2,
+                                  max_iter = 2000, seed = 1,
+                                  backend = "cpu")$components$parameter),
+                   c("level0", "state_var", "obs_var"))
+  expect_error(fit_ssm(nile, "ar", prior = "diffuse"),
+               "prior = \"diffuse\" is for model = \"local_level\"", fixed = TRUE)
+  expect_error(fit_ssm(nile, "local_level", prior = "flat"),
+               "`prior` must be \"fitted\" (the first level N(level0, state_var), level0 fitted) or \"diffuse\" (a flat prior, no level0), got \"flat\".",
+               fixed = TRUE)
+  expect_error(fit_ssm(nile, "local_level", prior = NA), "`prior` must be \"fitted\"",
+               fixed = TRUE)
+})
