@@ -382,6 +382,7 @@ class Likelihood(ABC):
     # Off where users compare iterations with peers and papers (hmmlearn's n_iter, the TMAP
     # paper's traces, mixtools): fit(accel=True) there.
     accel_default: ClassVar[bool] = False
+    default_max_iter: ClassVar[int] = 100  # fit(max_iter=None)
     # The items the lanes of a fit split are the data's units (sequences, runs, series),
     # which the wide strategy may deal to threads in any order; False: observations.
     unit_items: ClassVar[bool] = False

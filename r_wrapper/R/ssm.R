@@ -2,7 +2,7 @@
 # level: bulkem.fit(family = "ar" | "local_level") in Python), the smoothed
 # signal and the log-likelihood of series under a fit.
 
-fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 100, tol = 1e-6,
+fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 500, tol = 1e-6,
                     seed = NULL, backend = "auto", dtype = "float64", strict = FALSE,
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
                     value_col = "value", checkpoint = NULL, se = FALSE, criterion = "bic",
