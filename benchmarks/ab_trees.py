@@ -57,24 +57,28 @@ def _inputs(small: bool) -> dict:
 
 
 def _calls(inputs: dict, backend: str, small: bool) -> dict:
+    import inspect
+
     import bulkem
 
+    # plain EM in both trees (a tree of fit(accel=...) accelerates by default)
+    plain = {"accel": False} if "accel" in inspect.signature(bulkem.fit).parameters else {}
     it = 10 if small else 100
     return {
         "ig_bulk": lambda: bulkem.fit(inputs["ig"], n_components=2,
-                                      n_starts=10 if small else 1000, max_iter=it, tol=0.0,
+                                      n_starts=10 if small else 1000, max_iter=it, tol=0.0, **plain,
                                       seed=1, backend=backend, progress=False),
         "hmm_bulk": lambda: bulkem.fit(inputs["hmm"], family="hmm", emission="categorical",
                                        n_symbols=8, n_components=4, n_starts=10, max_iter=it,
-                                       tol=0.0, seed=1, backend=backend, progress=False),
+                                       tol=0.0, **plain, seed=1, backend=backend, progress=False),
         "kalman_exact": lambda: bulkem.kalman_loglik(inputs["ys"], inputs["ar"],
                                                      method="exact", backend=backend),
         "tmap_table1": lambda: bulkem.fit(inputs["trace"], family="tmap", orders=(1, 2, 3),
-                                          n_starts=1, max_iter=it, tol=0.0, seed=1,
+                                          n_starts=1, max_iter=it, tol=0.0, **plain, seed=1,
                                           backend=backend, progress=False),
         "gauss_large": lambda: bulkem.fit(inputs["gauss"], family="gaussian",
                                           n_components=4 if small else 32, n_starts=6,
-                                          max_iter=it, tol=0.0, seed=1, dtype="float32",
+                                          max_iter=it, tol=0.0, **plain, seed=1, dtype="float32",
                                           backend=backend, progress=False),
     }
 

@@ -113,7 +113,7 @@ def large_problem(args, gpu, rows, notes):
 
     def fit(backend, k):
         return bulkem.fit([x], family="gaussian", n_components=m, n_starts=1, init=init,
-                          max_iter=k, tol=0.0, dtype="float32", backend=backend,
+                          max_iter=k, tol=0.0, accel=False, dtype="float32", backend=backend,
                           progress=False)
 
     results = {}
@@ -154,7 +154,7 @@ def large_problem(args, gpu, rows, notes):
         x64 = x.astype(np.float64)
         gm = sklearn_gm(x64, init, 3)
         ref = bulkem.fit([x64], family="gaussian", n_components=m, n_starts=1, init=init,
-                         max_iter=3, tol=0.0, backend="cpu", progress=False)
+                         max_iter=3, tol=0.0, accel=False, backend="cpu", progress=False)
         rel = abs(ref.summary.loglik[0] - gm.score(x64) * n) / abs(gm.score(x64) * n)
         notes.append(f"large problem, float64, 3 iterations from the same start: bulkem CPU "
                      f"vs scikit-learn loglik rel. diff {rel:.1e}")
@@ -180,7 +180,7 @@ def sweep(args):
 
         def fit(k, tuning=tuning):
             return bulkem.fit([x], family="gaussian", n_components=m, n_starts=1,
-                              init=init, max_iter=k, tol=0.0, dtype="float32",
+                              init=init, max_iter=k, tol=0.0, accel=False, dtype="float32",
                               backend="cuda", progress=False, tuning=tuning)
 
         fit(2)
@@ -305,7 +305,7 @@ def bulk_problem(args, gpu, rows, notes):
 
     def fit(backend, datasets, dtype="float64"):
         return bulkem.fit(datasets, family="gaussian", n_components=m, n_starts=ns,
-                          max_iter=it, tol=0.0, seed=1, backend=backend, dtype=dtype,
+                          max_iter=it, tol=0.0, accel=False, seed=1, backend=backend, dtype=dtype,
                           progress=False)
 
     fps = {}

@@ -159,7 +159,7 @@ def main() -> None:
 
             def fit(k, x=x, init=init, m=m, dtype=dtype):
                 return bulkem.fit([x], family="gaussian", n_components=m, n_starts=1,
-                                  init=init, max_iter=k, tol=0.0, dtype=dtype,
+                                  init=init, max_iter=k, tol=0.0, accel=False, dtype=dtype,
                                   backend=args.backend, progress=False, tuning=LARGE)
 
             fit(2)  # compiles this shape and dtype

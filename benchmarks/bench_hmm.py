@@ -64,6 +64,7 @@ def make_batch(n_datasets: int, seed: int = 1) -> list[list[np.ndarray]]:
 def fit(data, args, **kw):
     base = dict(family="hmm", emission="categorical", n_symbols=N_SYMBOLS,
                 n_components=N_STATES, n_starts=args.starts, max_iter=args.iters, tol=0.0,
+                accel=False,
                 seed=1, progress=False)
     return bulkem.fit(data, **{**base, **kw})
 

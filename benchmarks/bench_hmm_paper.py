@@ -88,7 +88,8 @@ def bulkem_pass_ms(p, x, repeat: int, bw: bool) -> tuple[float, float]:
 def bulkem_bw_ms(p, x, backend: str, k1: int, k2: int) -> tuple[float, float]:
     seqs = [row for row in x]
     kw = dict(family="hmm", emission="categorical", n_symbols=V_SYMBOLS,
-              n_components=len(p["startprob"]), n_starts=1, init=p, tol=0.0, backend=backend,
+              n_components=len(p["startprob"]), n_starts=1, init=p, tol=0.0,
+              accel=False, backend=backend,
               progress=False)
     bulkem.fit([seqs], max_iter=1, **kw)  # compile
     times = []

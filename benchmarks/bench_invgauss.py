@@ -27,6 +27,7 @@ def timed_fit(data, backend, args, dtype="float64", repeat=1):
     for _ in range(repeat):
         t0 = time.perf_counter()
         res = bulkem.fit(data, n_components=2, n_starts=args.starts, max_iter=args.iters, tol=0.0,
+                         accel=False,
                          seed=args.seed, backend=backend, dtype=dtype, progress=False)
         dt = time.perf_counter() - t0
         if best is None or dt < best[0]:

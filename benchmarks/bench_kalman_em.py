@@ -54,7 +54,7 @@ PHI = {1: [0.6], 2: [0.5, -0.3], 3: [0.5, -0.3, 0.2]}  # stationary; the issue's
 
 def bulkem_fit(ys, args, backend):
     return bulkem.fit(list(ys), family="ar", order=args.order, n_starts=args.n_starts,
-                      max_iter=args.n_iter, tol=0.0, seed=args.seed, backend=backend,
+                      max_iter=args.n_iter, tol=0.0, accel=False, seed=args.seed, backend=backend,
                       progress=False)
 
 

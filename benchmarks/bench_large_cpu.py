@@ -64,7 +64,7 @@ def sklearn_fit(x, init, k):
 
 def bulkem_fit(x, init, k, dtype, tuning=None):
     return bulkem.fit([x], family="gaussian", n_components=len(init["weight"]), n_starts=1,
-                      init=init, max_iter=k, tol=0.0, dtype=dtype, backend="cpu",
+                      init=init, max_iter=k, tol=0.0, accel=False, dtype=dtype, backend="cpu",
                       progress=False, tuning=tuning)
 
 

@@ -38,7 +38,8 @@ LANES: list[tuple] = []
 
 
 def fit(data, args, **kw):
-    base = dict(n_components=2, n_starts=args.starts, max_iter=args.iters, tol=0.0, seed=1,
+    base = dict(n_components=2, n_starts=args.starts, max_iter=args.iters, tol=0.0,
+                accel=False, seed=1,
                 progress=False)
     return bulkem.fit(data, **{**base, **kw})
 

@@ -179,7 +179,8 @@ def table1(n_runs: int, backends: list[str], numpy_iters: int, iters: int, seed:
         for dtype in ("float64", "float32"):
             warm(backend, dtype, WIDE)
             res, secs = fit_timed(df, family="tmap", orders=ORDERS, n_starts=1, max_iter=iters,
-                                  tol=0.0, seed=seed, backend=backend, dtype=dtype, tuning=WIDE)
+                                  tol=0.0,
+                                  accel=False, seed=seed, backend=backend, dtype=dtype, tuning=WIDE)
             start = res.init_params(0)
             row = dict(case="table1", runs=n_runs, values=n_values, impl=f"bulkem {backend}",
                        dtype=dtype, seconds=secs, loglik=float(res.summary.loglik[0]),
@@ -221,7 +222,8 @@ def gpu_variants(df, iters: int, seed: int) -> list[dict]:
             try:
                 warm("cuda", dtype, tuning)
                 res, secs = fit_timed(df, family="tmap", orders=ORDERS, n_starts=1,
-                                      max_iter=iters, tol=0.0, seed=seed, backend="cuda",
+                                      max_iter=iters, tol=0.0,
+                                      accel=False, seed=seed, backend="cuda",
                                       dtype=dtype, tuning=tuning)
                 lp = wide.last_cuda_loop
                 row = dict(case="variant", setting=str(setting), dtype=dtype, seconds=secs,
@@ -253,7 +255,7 @@ def bulk(n_traces: int, n_traces_cpu: int, n_runs: int, starts: int, iters: int,
         for dtype in ("float64", "float32"):
             warm(backend, dtype, DEFAULT.replace(strategy="bulk"))
             res, secs = fit_timed(data, family="tmap", orders=ORDERS, n_starts=starts,
-                                  max_iter=iters, tol=0.0, seed=seed, backend=backend,
+                                  max_iter=iters, tol=0.0, accel=False, seed=seed, backend=backend,
                                   dtype=dtype)
             n_fits = len(data) * starts
             row = dict(case="bulk", impl=f"bulkem {backend}", dtype=dtype, traces=len(data),

@@ -53,6 +53,7 @@ def step(name: str) -> None:
     data = bulkem.datasets.simulate_demo(100 if big else 20, 2000 if big else 300, seed=1)
     tuning = Tuning(cuda_devices=(0,) if where == "one" else None)
     res = bulkem.fit(data, n_starts=1000 if big else 50, max_iter=100 if big else 5, tol=0.0,
+                     accel=False,
                      seed=1, backend="cpu" if where == "cpu" else "cuda",
                      dtype="float32" if "f32" in opts else "float64", tuning=tuning)
     print(name, res, flush=True)

@@ -51,7 +51,7 @@ def large(args) -> None:
     for dtype in ("float32", "float64"):
         for method in ("kmeans++", "subset"):
             kw = dict(family="gaussian", n_components=args.m, n_starts=1, max_iter=args.iters,
-                      tol=0.0, seed=3, dtype=dtype, init_method=method, progress=False)
+                      tol=0.0, accel=False, seed=3, dtype=dtype, init_method=method, progress=False)
             bulkem.fit([x], backend="cuda", **kw)  # compile
             best = np.inf
             for _ in range(args.repeat):
@@ -128,7 +128,7 @@ def versus(args) -> None:
 
     def bulkem_fit(backend, dtype):
         return bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1, init=init,
-                          max_iter=args.iters, tol=0.0, dtype=dtype, backend=backend,
+                          max_iter=args.iters, tol=0.0, accel=False, dtype=dtype, backend=backend,
                           progress=False).summary.loglik[0]
 
     def sklearn_fit(dtype):
@@ -177,7 +177,8 @@ def profile(args) -> None:
     for dtype in ("float64", "float32"):
         def fit(iters, dtype=dtype):
             return bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1,
-                              init=init, max_iter=iters, tol=0.0, dtype=dtype, backend="cuda",
+                              init=init, max_iter=iters, tol=0.0,
+                              accel=False, dtype=dtype, backend="cuda",
                               progress=False)
         fit(2)
         for iters in (1, 10, 100):

@@ -39,7 +39,8 @@ def sass(outdir: str) -> None:
 def run(dtype: str) -> None:
     bulkem.fit(SMALL, n_starts=2, max_iter=2, backend="cuda", dtype=dtype)  # compile
     data = bulkem.datasets.simulate_demo(100, 2000, seed=1)
-    bulkem.fit(data, n_starts=250, max_iter=100, tol=0.0, seed=1, backend="cuda", dtype=dtype)
+    bulkem.fit(data, n_starts=250, max_iter=100, tol=0.0,
+               accel=False, seed=1, backend="cuda", dtype=dtype)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ def main() -> None:
         base = base.replace(cuda_lanes_per_fit_tol0={"float64": args.lanes,
                                                      "float32": args.lanes})
     data = bulkem.datasets.simulate_demo(args.datasets, args.obs, seed=1)
-    kw = dict(n_starts=args.starts, max_iter=args.iters, tol=0.0, seed=1, backend="cuda",
+    kw = dict(n_starts=args.starts, max_iter=args.iters, tol=0.0,
+              accel=False, seed=1, backend="cuda",
               dtype=args.dtype, progress=False)
     events: list[tuple] = []
     t_zero = [0.0]

@@ -434,9 +434,11 @@ def fit(
         the same maxima as plain EM in fewer passes over the data where EM is slow (HMMs,
         state-space models, overlapping mixtures).  ``n_iter`` and ``max_iter`` then count
         passes (E-steps), an extrapolation not kept included.  None: the family's default
-        (``accel_default`` of its model, on where measured to help).  Run by the bulk
-        strategy and the CPU's large and wide ones; the GPU's wide, large and many-states
-        engines run plain EM.
+        (``accel_default`` of its model: on for every family, measured to help each,
+        ``benchmarks/bench_accel.py``; ``accel=False`` for plain EM, as hmmlearn's and
+        mixtools' iterations).  Run by every engine but the GPU's large (a few big
+        mixture datasets) and many-states (HMMs of more than 512 states) ones, which run
+        plain EM.
     reorder : bool, default True
         Number each best fit's components, states or branches in the family's canonical
         order (by location); False keeps the order the fit holds them in, that of ``init``

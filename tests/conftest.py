@@ -41,13 +41,12 @@ SEED = int(os.environ.get("BULKEM_TEST_SEED", "20261121"))
 
 @pytest.fixture
 def plain_em(monkeypatch):
-    """Plain EM by default for the state-space families (``fit(accel=None)`` without
-    SQUAREM), for the modules that check the engines iteration by iteration against
-    plain-EM oracles;
+    """Plain EM by default (``fit(accel=None)`` without SQUAREM), for the modules that check
+    the engines iteration by iteration against plain-EM oracles and peers (hmmlearn);
     tests/test_accel.py checks the accelerated default against plain EM."""
-    from bulkem.models.ssm.model import SSMModel
+    from bulkem.models.base import Likelihood
 
-    monkeypatch.setattr(SSMModel, "accel_default", False)
+    monkeypatch.setattr(Likelihood, "accel_default", False)
 
 
 @pytest.fixture

@@ -11,6 +11,9 @@ from reference import ig_em, ig_mix_loglik
 import bulkem
 from bulkem.tuning import Tuning
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 
 def _rel(a, b):
     return np.abs(np.asarray(a) - np.asarray(b)) / np.abs(np.asarray(b))

@@ -22,6 +22,9 @@ from scipy.special import logsumexp
 import bulkem
 from bulkem.tuning import Tuning
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 # The first example: one value at 0, eight near -1e6.
 FAR = np.array([0.0, -1.2e6, -0.8e6, -1.1e6, -0.9e6, -1.3e6, -1.0e6, -0.7e6, -1.05e6])[:, None]
 

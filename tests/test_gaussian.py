@@ -25,6 +25,9 @@ from bulkem.engines import select
 from bulkem.models.mixture import gaussian
 from bulkem.tuning import DEGENERATE_COLLAPSE, Tuning
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 
 def _rel(a, b):
     return np.abs(np.asarray(a, float) - np.asarray(b, float)) / np.abs(np.asarray(b, float))

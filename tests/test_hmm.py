@@ -10,6 +10,9 @@ from reference_hmm import baum_welch, forward_backward, sample, viterbi
 
 import bulkem
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 # One small model per emission (each configuration compiles its own kernels).
 TRUTH = {
     "categorical": dict(

@@ -13,6 +13,9 @@ from reference_tmap import em, forward_backward, matrix_loglik, matrix_moments, 
 
 import bulkem
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 ORDERS = (1, 2, 3)
 TRUTH = dict(alpha=np.array([0.5, 0.3, 0.2]),
              pi=np.array([[0.6, 0.2, 0.1], [0.2, 0.5, 0.2], [0.1, 0.3, 0.5]]),

@@ -10,6 +10,9 @@ from reference import ig_em
 import bulkem
 from bulkem.tuning import Tuning
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 
 def _batch(seed, n=3, obs=120):
     rng = np.random.default_rng(seed)

@@ -12,6 +12,9 @@ from bulkem.engines.cuda.wide import deal, thread_loads
 from bulkem.engines.select import use_wide
 from bulkem.tuning import DEFAULT, Tuning
 
+# Iteration by iteration against plain-EM oracles and peers (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
 HMM = dict(startprob=np.array([0.6, 0.4]), transmat=np.array([[0.8, 0.2], [0.3, 0.7]]),
            emissionprob=np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]))
 

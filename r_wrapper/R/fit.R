@@ -145,8 +145,8 @@ r_seed <- function(seed) {
   seed
 }
 
-# accel: NULL (the family's default: SQUAREM on for the state-space models, off
-# for mixtures, HMMs and TMAPs), TRUE or FALSE, checked (the value passed to
+# accel: NULL (the family's default: SQUAREM, on for every family), TRUE or FALSE,
+# checked (the value passed to
 # Python's fit(accel=...), NULL as None).
 check_accel <- function(accel) {
   if (!is.null(accel) && (!is.logical(accel) || length(accel) != 1L || is.na(accel))) {
@@ -430,7 +430,7 @@ bulkem <- function(datasets, num.components = 2, max.iters = 100, random.inits =
     family = "invgauss", components = num.components, starts = random.inits,
     max_iter = max.iters, tol = epsilon, seed = seed, backend = backend,
     dtype = "float64", init = NULL, strict = FALSE, progress = verbose,
-    interface = "bulkem"
+    interface = "bulkem", accel = FALSE # the original package's plain EM
   )
   tables <- r_tables(run$py, run$ids)
   warn_not_converged(tables$summary$status, max.iters, epsilon, interface = "bulkem")

@@ -173,9 +173,6 @@ class SSMModel(Model):
         return self.tuning.cuda_lanes_per_fit_series
 
     init_methods = ("random",)
-    # EM of state-space models crawls (the Nile local level: 418 iterations to its maximum,
-    # 58 passes accelerated; AR(3): 8.5x fewer passes, benchmarks/bench_accel.py)
-    accel_default = True
     default_max_iter = 500  # (accelerated AR(3) x 500 steps: 99% of fits end within it)
     default_init = "random"
 
