@@ -436,9 +436,9 @@ def fit(
         passes (E-steps), an extrapolation not kept included.  None: the family's default
         (``accel_default`` of its model: on for every family, measured to help each,
         ``benchmarks/bench_accel.py``; ``accel=False`` for plain EM, as hmmlearn's and
-        mixtools' iterations).  Run by every engine but the GPU's large (a few big
-        mixture datasets) and many-states (HMMs of more than 512 states) ones, which run
-        plain EM.
+        mixtools' iterations).  Plain EM, on both engines, for the ``large`` strategy (a
+        few big mixture datasets) and HMMs of more than ``Tuning.hmm_many_states``
+        states, whose GPU engines have no accelerator yet.
     reorder : bool, default True
         Number each best fit's components, states or branches in the family's canonical
         order (by location); False keeps the order the fit holds them in, that of ``init``

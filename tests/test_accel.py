@@ -153,3 +153,17 @@ def test_the_nile_local_level_reaches_its_maximum_with_the_defaults(prior):
     best = top.summary.loglik[0]
     assert abs(got.summary.loglik[0] - best) < 1e-6 * abs(best)
     assert got.summary.status[0] == "converged"
+
+
+@pytest.mark.cuda
+def test_the_wide_cuda_engine_is_the_cpu_engine(seed):
+    data, kw = _batch("hmm", seed, n=1)
+    data = [[s[:15] for s in data[0][:4]]]
+    wide = Tuning(strategy="wide", wide_cuda_threads=32, wide_cuda_reduce_threads=32,
+                  wide_cuda_reduce_cols=8, wide_cuda_check_every=2, wide_cuda_max_blocks=2)
+    out = {backend: bulkem.fit(data, n_starts=1, seed=seed, max_iter=30, tol=0.0,
+                               backend=backend, accel=True,
+                               tuning=wide if backend == "cuda" else None, **kw).starts
+           for backend in ("cpu", "cuda")}
+    assert out["cpu"].n_iter[0] == out["cuda"].n_iter[0]
+    np.testing.assert_allclose(out["cuda"].loglik, out["cpu"].loglik, rtol=1e-9)

@@ -103,8 +103,8 @@ def main(out: Path) -> None:
     plt.close(fig)
 
     # 1 to 4 components in one call: BIC chooses, with standard errors of every size's fit.
-    grid = bulkem.fit([x], n_components=[1, 2, 3, 4], n_starts=100, max_iter=1000, seed=SEED,
-                      se=True, progress=False)
+    grid = bulkem.fit([x], n_components=[1, 2, 3, 4], n_starts=100, max_iter=1000, tol=1e-10,
+                      seed=SEED, se=True, progress=False)
     bic = grid.selection.rename(columns={"n_components": "components"})
     print("BIC by number of components (n_best: the starts within 1e-6 of the best):")
     print(bic[["components", "status", "loglik", "n_params", "bic", "icl", "n_best",
@@ -118,8 +118,8 @@ def main(out: Path) -> None:
     print(grid.components[["component", "weight", "se_weight", "mu", "se_mu", "lambda",
                            "se_lambda"]].to_string(index=False, float_format="%.3f"))
     # The same fit bootstrapped: 100 datasets drawn from it, each refitted from 5 starts.
-    boot = bulkem.fit([x], n_components=chosen, n_starts=5, max_iter=1000, seed=SEED,
-                      bootstrap=100, bootstrap_level=0.9, progress=False)
+    boot = bulkem.fit([x], n_components=chosen, n_starts=5, max_iter=1000, tol=1e-10,
+                      seed=SEED, bootstrap=100, bootstrap_level=0.9, progress=False)
     iv = boot.intervals.set_index("parameter")
     se = {f"{name}_{c}": grid.components[f"se_{name}"].iloc[c - 1]
           for c in range(1, chosen + 1) for name in ("weight", "mu", "lambda")}

@@ -131,8 +131,11 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
                          "trace out.")
     if strategy is None:
         return None
-    if strategy == "many_states" or (strategy == "large" and engine == "cuda"):
-        job.accel = 0  # (their own EM loops: plain EM, see fit(accel=...))
+    m = job.model
+    if strategy == "large" or (m.name == "hmm" and m.n_states > job.tuning.hmm_many_states):
+        # The GPU's large and many-states engines have their own EM loops, without the
+        # accelerator: plain EM there, and on the CPU for the same batches (same fits).
+        job.accel = 0
     if strategy in KALMAN:
         _filter(job, engine, strategy, on_starts)
         progress(len(job.fit_ds))
