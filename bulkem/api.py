@@ -267,7 +267,7 @@ def fit(
     n_components: int | None = None,
     n_starts: int = 10,
     max_iter: int | None = None,
-    tol: float = 1e-6,
+    tol: float | None = None,
     seed: int | None = None,
     backend: str = "auto",
     dtype: str = "float64",
@@ -286,6 +286,7 @@ def fit(
     reorder: bool = True,
     trace: bool = False,
     accel: bool | None = None,
+    rtol: float | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -350,12 +351,17 @@ def fit(
         parameters, unfitted (status ``max_iter``, their log-likelihood): its methods
         (``predict_proba``, ``decode``, ``score``, ``sample``...) then use a published or
         hand-made model (``reorder=False`` keeps its components in the given order).
-    tol : float, default 1e-6
+    tol : float or None, default None (1e-6)
         A start has converged when its log-likelihood (the dataset's total, not a mean per
         observation) changes by less than ``tol`` between passes: an absolute change, as
         mixtools' ``epsilon`` and hmmlearn's ``tol``.  A dataset whose log-likelihood is
         large (a million observations: about 1e6) needs a larger ``tol``, as float64
-        resolves about 1e-16 of it.  ``tol=0`` runs exactly ``max_iter``.
+        resolves about 1e-16 of it: or ``rtol``.  ``tol=0`` runs exactly ``max_iter``.
+    rtol : float, optional
+        Instead of ``tol``, a relative rule: a start has converged when ``|L_k - L_{k-1}| <
+        rtol * |L_{k-1}|`` (``L_k`` its log-likelihood after ``k`` passes), the same rule
+        for a dataset of 100 values and one of a million (e.g. ``rtol=1e-10``).  Give
+        ``tol`` or ``rtol``, not both.
     seed : int or None
         Seed of the random starts.  A start is determined by (seed, dataset
         values, start number) alone.  None draws a seed, recorded in
@@ -476,7 +482,19 @@ def fit(
     n_starts = _check_int("n_starts", n_starts, 1)
     if max_iter is not None:
         max_iter = _check_int("max_iter", max_iter, 0)
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
+    if tol is not None and rtol is not None:
+        raise ValueError(f"tol = {tol!r} and rtol = {rtol!r}: give tol (the absolute change "
+                         "of the log-likelihood that stops a start) or rtol (the relative "
+                         "one), not both.")
+    if rtol is not None:
+        if (isinstance(rtol, bool) or not isinstance(rtol, numbers.Real)
+                or not 0 < rtol < np.inf):
+            raise ValueError(f"rtol must be a finite number > 0 (e.g. 1e-10); got rtol = "
+                             f"{rtol!r}.")
+        tol = -float(rtol)  # (the engines' encoding of the relative rule: make_stop)
+    elif tol is None:
+        tol = 1e-6
+    elif isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
         raise ValueError(f"tol must be a number >= 0; got tol = {tol!r}.")
     if not np.isfinite(tol):
         raise ValueError(f"tol must be finite; got tol = {tol!r}.")

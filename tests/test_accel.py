@@ -167,3 +167,30 @@ def test_the_wide_cuda_engine_is_the_cpu_engine(seed):
            for backend in ("cpu", "cuda")}
     assert out["cpu"].n_iter[0] == out["cuda"].n_iter[0]
     np.testing.assert_allclose(out["cuda"].loglik, out["cpu"].loglik, rtol=1e-9)
+
+
+@pytest.mark.parametrize("family", ["invgauss", "hmm", "ar"])
+def test_rtol_stops_at_the_first_relative_change_below_it(family, seed):
+    """``fit(rtol=r)``: a start stops after the first pass whose log-likelihood moved by
+    less than ``r`` times the previous one's (read off a ``tol=0`` trace of the same fit)."""
+    data, kw = _batch(family, seed, n=2)
+    full = bulkem.fit(data, n_starts=2, seed=seed, max_iter=80, tol=0.0, accel=False,
+                      backend="cpu", trace=True, **kw)
+    rtol = 1e-7
+    got = bulkem.fit(data, n_starts=2, seed=seed, max_iter=80, rtol=rtol, accel=False,
+                     backend="cpu", **kw).starts
+    for row in got.itertuples():
+        tr = full.trace[(full.trace.dataset == row.dataset) & (full.trace.start == row.start)]
+        ll = tr.loglik.to_numpy()
+        small = np.flatnonzero(np.abs(np.diff(ll)) < rtol * np.abs(ll[:-1]))
+        want = int(small[0]) + 1 if len(small) else 80
+        assert row.n_iter == want
+        assert row.loglik == ll[want]
+        assert row.status == ("converged" if len(small) else "max_iter")
+
+
+def test_tol_and_rtol_are_checked():
+    with pytest.raises(ValueError, match="not both"):
+        bulkem.fit([np.ones(10)], tol=1e-6, rtol=1e-9)
+    with pytest.raises(ValueError, match="rtol must be a finite number > 0"):
+        bulkem.fit([np.ones(10)], rtol=0.0)

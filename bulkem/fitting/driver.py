@@ -58,6 +58,8 @@ def make_stop(jit):
         ``stop(ll, ll_prev, it, max_iter, tol, drop_rtol) -> status``: the
         final status of a fit whose E-step at iteration ``it`` (M-steps done
         so far) gave log-likelihood ``ll``, or -1 to go on with an M-step.
+        Converged: ``|ll - ll_prev| < tol``, or with ``tol < 0`` (``fit(rtol=-tol)``)
+        ``< -tol * |ll_prev|``.
     """
     NONFINITE = DEGENERATE_NONFINITE
     DECREASE = DEGENERATE_DECREASE
@@ -68,7 +70,7 @@ def make_stop(jit):
         if it > 0:
             if ll < ll_prev - drop_rtol * abs(ll_prev):
                 return DECREASE
-            if abs(ll - ll_prev) < tol:
+            if abs(ll - ll_prev) < (tol if tol >= 0.0 else -tol * abs(ll_prev)):
                 return CONVERGED
         if it == max_iter:
             return MAX_ITER

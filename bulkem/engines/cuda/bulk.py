@@ -158,8 +158,8 @@ def lanes_per_fit(tol: float, dtype, model) -> int:
     """
     tuning = model.tuning
     if model.sizes().buf_per_len:
-        return getattr(model, "cuda_lanes", tuning.cuda_lanes_per_fit_units)[tol > 0]
-    if tol > 0:
+        return getattr(model, "cuda_lanes", tuning.cuda_lanes_per_fit_units)[tol != 0]
+    if tol != 0:  # (tol < 0: fit(rtol=-tol))
         return tuning.cuda_lanes_per_fit
     return tuning.cuda_lanes_per_fit_tol0[np.dtype(dtype).name]
 

@@ -288,7 +288,7 @@ def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter,
             code = DEGENERATE_NONFINITE
         elif it > 0 and tot < fstate[0] - drop_rtol * abs(fstate[0]):
             code = DEGENERATE_DECREASE
-        elif it > 0 and abs(tot - fstate[0]) < tol:
+        elif it > 0 and abs(tot - fstate[0]) < (tol if tol >= 0.0 else -tol * abs(fstate[0])):
             code = CONVERGED
         elif it == max_iter:
             code = MAX_ITER
