@@ -430,9 +430,9 @@ def _make_loop(pieces, NS, NP, target, give_up: bool, jit):
             ll = allreduce(ll) + base + const
             allreduce_vec(stats, FIRST, ns)
             complete_f(data, stats, tot)
-            kept = trace[:len(trace) if lane == 0 else 0]  # (lane 0 writes the trace)
+            mine = trace[:len(trace) if lane == 0 else 0]  # (lane 0 writes the trace)
             status, it, ll_prev, ll = step_f(data, stats, params, n, reg, ll, it, ll_prev, back,
-                                             np_, accel, max_iter, tol, drop_rtol, kept)
+                                             np_, accel, max_iter, tol, drop_rtol, mine)
             if status >= 0:
                 return -1 if GIVE_UP and status >= NONFINITE else status, it, ll
 
