@@ -4,7 +4,7 @@
                                   [--backends cpu,cuda] [--only ig,gauss,hmm]
 
 Whole calls, best of ``--rounds`` after a warm-up (compilation apart). The standard errors
-cost ``2 P^2 + 1`` E-steps per dataset for ``P`` free parameters (inverse Gaussian M = 2:
+cost ``1 + 2 P + P (P - 1) / 2`` E-steps per dataset for ``P`` free parameters (IG M = 2:
 P = 5; Gaussian M = 3, D = 2: P = 14; categorical HMM N = 4, V = 8: P = 43), against the
 fit's ``starts x iterations`` E-steps: the ratio grows with P.
 """
@@ -26,10 +26,21 @@ def cases(D: int, n: int, starts: int):
         datasets=[np.concatenate([rng.normal(0, 1, (n // 3, 2)), rng.normal(4, 1, (n // 3, 2)),
                                   rng.normal((0, 5), 1, (n - 2 * (n // 3), 2))])
                   for _ in range(D)], family="gaussian", n_components=3, n_starts=starts)
-    seqs = [[rng.integers(0, 8, 100).astype(float) for _ in range(n // 100)]
-            for _ in range(max(1, D // 10))]
-    yield "hmm", "categorical HMM, N = 4, V = 8 (a tenth of the datasets)", dict(
-        datasets=seqs, family="hmm", emission="categorical", n_symbols=8, n_components=4,
+    N, V = 4, 8  # an HMM whose maximum is inside the parameter space (no probability near 0)
+    trans = np.full((N, N), 0.1 / (N - 1)) + np.eye(N) * (0.9 - 0.1 / (N - 1))
+    emis = np.full((N, V), 0.02)
+    for s in range(N):
+        emis[s, 2 * s:2 * s + 2] = (1 - 0.02 * (V - 2)) / 2
+    seqs = []
+    for _ in range(max(1, D // 10)):
+        z = np.empty((n // 100, 100), np.int64)
+        z[:, 0] = rng.integers(0, N, n // 100)
+        for t in range(1, 100):
+            z[:, t] = (rng.random((n // 100, 1)) > np.cumsum(trans[z[:, t - 1]], 1)).sum(1)
+        x = (rng.random(z.shape + (1,)) > np.cumsum(emis[z], -1)).sum(-1)
+        seqs.append([row.astype(float) for row in x])
+    yield "hmm", "categorical HMM, N = 4, V = 8, a tenth of the datasets (20 x 100 symbols)", dict(
+        datasets=seqs, family="hmm", emission="categorical", n_symbols=V, n_components=N,
         n_starts=starts)
 
 

@@ -416,8 +416,8 @@ def fit(
         each parameter of ``components`` (``se`` for the state-space models' long table) and
         of ``transitions``, and ``FitResult.cov(d)``. NaN, with a note in
         ``summary.message``, where a parameter lies on its constraint's boundary or the
-        information is not positive definite. They cost ``2 P^2 + 1`` E-steps per dataset
-        for ``P`` free parameters.
+        information is not positive definite. They cost ``1 + 2 P + P (P - 1) / 2``
+        E-steps per dataset for ``P`` free parameters.
     bootstrap : int, default 0
         ``B`` datasets drawn from each fitted dataset's best fit (its size each: values,
         sequence or series lengths and missing steps, runs), refitted in one batch from
@@ -1034,15 +1034,22 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     h = information.steps(theta)
     pts = information.points(theta, h)
     n, Q, P = pts.shape
-    params = lay.from_free(pts.reshape(n * Q, P), np.repeat(best, Q, axis=0),
-                           free).reshape(n, Q, lay.size)
-    where = {v: k for k, v in enumerate(packed.ids)}
-    rows = np.searchsorted(packed.valid, [where[v] for v in vids])
-    sub = np.full((len(packed.valid), Q, lay.size), np.nan)
-    sub[rows] = params
-    job = evaluate(model, packed, sub, engine, np.dtype(np.float64))
-    f = job.loglik.reshape(len(packed.valid), Q)[rows]
-    f = np.where(job.status.reshape(len(packed.valid), Q)[rows] == MAX_ITER, f, np.nan)
+    need = np.flatnonzero(~bound)  # (a boundary's errors are NaN: not evaluated)
+    f = np.full((n, Q), np.nan)
+    if len(need):
+        params = lay.from_free(pts[need].reshape(-1, P), np.repeat(best[need], Q, axis=0),
+                               free).reshape(len(need), Q, lay.size)
+        where = {v: k for k, v in enumerate(packed.ids)}
+        rows = np.searchsorted(packed.valid, [where[vids[i]] for i in need])
+        if len(rows) < len(packed.valid):  # those datasets alone, in that order
+            packed = dataclasses.replace(packed, valid=packed.valid[rows],
+                                         data=packed.data.take(rows))
+            rows = np.arange(len(rows))
+        else:  # every one, in the packed order
+            params[rows] = params.copy()
+        job = evaluate(model, packed, params, engine, np.dtype(np.float64))
+        got = np.where(job.status == MAX_ITER, job.loglik, np.nan).reshape(len(need), Q)
+        f[need] = got[rows]
     H = information.hessian(f, h)
     cov, ok = information.covariance(H, lay.free_jacobian(best, free))
     ok &= ~bound
@@ -1051,10 +1058,13 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     names = np.array(lay.names(), dtype=object)
     k = len(names)
     idcol = result.summary.columns[0]  # (dataset, or trace)
+    ids = pd.Series(vids, dtype=result.summary[idcol].dtype)
+    code = np.arange(k)
     result.tables["covariances"] = pd.DataFrame({  # a table: kept by checkpoints and joins
-        idcol: np.repeat(np.asarray(vids, dtype=object), k * k),
-        "row": np.tile(np.repeat(names, k), len(vids)),
-        "column": np.tile(names, len(vids) * k),
+        # (names as categories: strings would cost a conversion per row)
+        idcol: ids.take(np.repeat(np.arange(len(vids)), k * k)).to_numpy(),
+        "row": pd.Categorical.from_codes(np.tile(np.repeat(code, k), len(vids)), names),
+        "column": pd.Categorical.from_codes(np.tile(code, len(vids) * k), names),
         "cov": cov.reshape(-1)})
     comp = result.components
     for col, values in model.se_columns(se).items():

@@ -95,6 +95,21 @@ def test_icl_is_the_bic_plus_twice_the_entropy_of_numpy_responsibilities(seed):
     assert res.selection.loc[res.selection.chosen, "n_components"].tolist() == want.tolist()
 
 
+def test_gaussian_icl_is_the_bic_plus_twice_the_entropy_of_numpy_responsibilities(seed):
+    rng = np.random.default_rng(seed)
+    x = [np.concatenate([rng.normal(0, 1, (80, 2)), rng.normal(3, 0.5, (60, 2))])
+         for _ in range(2)]
+    res = bulkem.fit(x, family="gaussian", n_components=[1, 2], n_starts=3, seed=seed,
+                     backend="cpu")
+    for row in res.selection.itertuples():
+        p = res.for_size(row.n_components).params(row.dataset)
+        X = x[row.dataset][:, None, :]
+        lp = np.log(p["weight"]) - 0.5 * np.sum(np.log(2 * np.pi * p["var"])
+                                                + (X - p["mean"]) ** 2 / p["var"], axis=2)
+        z = np.exp(lp - np.logaddexp.reduce(lp, axis=1, keepdims=True))
+        assert np.isclose(row.icl, row.bic + 2 * _entropy(z), rtol=1e-12, atol=1e-9)
+
+
 def test_hmm_grid_and_its_icl_against_the_forward_backward_oracle(seed):
     rng = np.random.default_rng(seed)
     seqs = [[rng.integers(0, 4, 25) for _ in range(2)] for _ in range(2)]

@@ -84,6 +84,16 @@ def test_standard_errors_at_a_boundary_are_nan_with_a_message():
                      backend="cpu", se=True)
     assert res.components.se_var_1.isna().all()
     assert "standard errors NaN" in res.summary.message[0]
+    # beside fits off the boundary (evaluated alone, the boundary's dataset skipped): theirs
+    # are those of a batch without it
+    Y, Z = rng.normal(0, 1, (150, 1)), np.concatenate([rng.normal(0, 1, (100, 1)),
+                                                       rng.normal(4, 1, (100, 1))])
+    kw = dict(family="gaussian", n_components=2, n_starts=4, seed=2, backend="cpu", se=True)
+    mixed, alone = bulkem.fit([Y, X, Z], **kw), bulkem.fit([Y, Z], **kw)
+    se = [c for c in mixed.components.columns if c.startswith("se_")]
+    got = mixed.components[mixed.components.dataset != 1][se].to_numpy()
+    assert np.array_equal(got, alone.components[se].to_numpy(), equal_nan=True)
+    assert np.isfinite(got).any()
     with pytest.raises(ValueError, match="se=True"):
         bulkem.fit([X], family="gaussian", n_components=2, n_starts=2, seed=2,
                    backend="cpu").cov(0)

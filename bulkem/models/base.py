@@ -233,13 +233,12 @@ class Layout:
     def join(self, arrays) -> np.ndarray:
         """Blocks as arrays (n_fits,) + shape (a mapping by name) -> params (n_fits, size)."""
         k = len(next(iter(arrays.values())))
-        parts = []
-        for group in self.groups:
-            n = group[0].shape[0] if group[0].axes else 1
-            parts += [np.concatenate([np.asarray(arrays[b.name], np.float64)
-                                      .reshape(k, n, b.size // n) for b in group],
-                                     axis=2).reshape(k, n * sum(b.size // n for b in group))]
-        return np.concatenate(parts, axis=1) if parts else np.empty((k, 0))
+        out = np.empty((k, self.size))
+        for name, (start, n, rec, col) in self._where.items():
+            w = self.blocks[name].size // n
+            out[:, start:start + n * rec].reshape(k, n, rec)[:, :, col:col + w] = (
+                np.asarray(arrays[name], np.float64).reshape(k, n, w))
+        return out
 
     def one(self, params: np.ndarray) -> dict:
         """One fit's blocks as arrays of their shapes (copies; scalars as floats)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FitResult, entropy_sum, per_dataset
+from .base import FitResult, per_dataset
 
 
 class MixtureResult(FitResult):
@@ -34,35 +34,16 @@ class MixtureResult(FitResult):
 
     def entropy(self) -> np.ndarray:
         """Per dataset of ``summary``: ``-sum_i sum_l z_il log z_il`` over the dataset's
-        values, ``z`` the best fit's component probabilities (NaN where no fit); every
-        dataset at once, in chunks of about 2^18 values on every core (NumPy's ufuncs
-        release the GIL)."""
-        from concurrent.futures import ThreadPoolExecutor
-
+        values, ``z`` the best fit's component probabilities (NaN where no fit); a compiled
+        pass over every dataset on every core (``MixtureModel.entropies``)."""
         out = np.full(len(self.summary), np.nan)
         fitted = self._valid_index()  # dataset -> its place among the packed ones
         if not fitted:
             return out
         packed = self._packed
-        off = packed.offsets
         ks = np.array(list(fitted.values()))
         params = np.stack([self._best[v][0] for v in fitted])
-        counts = off[ks + 1] - off[ks]
-        ends = np.cumsum(counts)
-        cuts = np.unique(np.r_[0, np.searchsorted(ends, np.arange(2**18, ends[-1], 2**18)),
-                              len(ks)])
-
-        def chunk(j: int, stop: int) -> np.ndarray:
-            idx = np.concatenate([np.arange(off[k], off[k + 1]) for k in ks[j:stop]])
-            z = self._model.family.proba(self._points(packed.values[idx]),
-                                         np.repeat(params[j:stop], counts[j:stop], axis=0),
-                                         self.n_components)
-            return np.bincount(np.repeat(np.arange(stop - j), counts[j:stop]),
-                               weights=entropy_sum(z, axis=1), minlength=stop - j)
-
-        with ThreadPoolExecutor() as pool:
-            parts = list(pool.map(chunk, cuts[:-1], cuts[1:]))
-        out[packed.valid[ks]] = np.concatenate(parts)
+        out[packed.valid[ks]] = self._model.entropies(packed.data, ks, params)
         return out
 
     def _points(self, x: Any) -> np.ndarray:

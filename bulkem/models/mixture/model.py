@@ -12,6 +12,7 @@ from numba import njit, prange
 
 from ...data import Packed, pack
 from ...fitting import starts
+from ...kernels.cache import njit_cached
 from ...tuning import DEFAULT, Tuning
 from ..base import Layout, Model, Pieces, Sizes, init_blocks
 from .fused import block_obs, fixed_sizes, make_blocked, make_bound, make_pass
@@ -131,6 +132,18 @@ class MixtureModel(Model):
         blocks = (block_obs(np.float64, M, per["float64"]),
                   block_obs(np.float32, M, per["float32"]))
         return (feat, len(values), *blocks, M, self.n_dims), offsets, const
+
+    def entropies(self, data, which: np.ndarray, params: np.ndarray) -> np.ndarray:
+        """``-sum_i sum_m z_im log z_im`` of each dataset ``which[j]`` of ``data`` under
+        ``params[j]`` (``z``: the components' posterior probabilities), compiled, on every
+        core (the ICL's entropy term, :meth:`MixtureResult.entropy`)."""
+        (feat, stride, *_), offsets, _ = self.kernel_data(data)
+        out = np.empty(len(which))
+        _entropy_kernel(self.family)(feat, stride, offsets, np.asarray(which, np.int64),
+                                     np.ascontiguousarray(params, np.float64),
+                                     self.n_components, self.n_dims,
+                                     self.family.n_coef(self.n_components, self.n_dims), out)
+        return out
 
     # --- starts ---------------------------------------------------------------
 
@@ -361,6 +374,50 @@ class MixtureModel(Model):
         first_stat = fam.n_stats(1, self.n_dims) * first if on_gpu else 0
         return Pieces(jit(setup), jit(prepare), jit(estep), jit(complete_scale), jit(mstep),
                       first_stat)
+
+
+_entropy_kernels: dict = {}
+
+
+def _entropy_kernel(family):
+    """The compiled pass of :meth:`MixtureModel.entropies` for a family (sizes at run time).
+
+    From the family's exact log densities (``Family.exact_logdens``, without the
+    observation's shared term, which cancels): with ``a_m = log w_m p_m(x) - max``,
+    ``-sum z log z = log s - sum e^a_m a_m / s``, ``s = sum e^a_m``.  A value that every
+    component's density underflows adds nothing."""
+    if family.name in _entropy_kernels:
+        return _entropy_kernels[family.name]
+    coef_f, dens_f = njit(family.exact_coef), njit(family.exact_logdens)
+
+    @njit_cached(("mixture-entropy", family.name), parallel=True)
+    def run(feat, stride, offsets, which, params, M, D, n_coef, out):
+        for j in prange(len(which)):
+            c = np.empty(n_coef)
+            coef_f(params[j], M, D, c)
+            lw = np.empty(M)
+            h = 0.0
+            ust = np.uint64(stride)
+            for i in range(np.uint64(offsets[which[j]]), np.uint64(offsets[which[j] + 1])):
+                top = -np.inf
+                for m in range(M):
+                    lw[m] = dens_f(c, m, D, feat, ust, i)
+                    top = max(top, lw[m])
+                if not math.isfinite(top):
+                    continue
+                s = 0.0
+                acc = 0.0
+                for m in range(M):
+                    a = lw[m] - top
+                    e = math.exp(a)
+                    s += e
+                    if e > 0.0:
+                        acc += e * a
+                h += math.log(s) - acc / s
+            out[j] = h
+
+    _entropy_kernels[family.name] = run
+    return run
 
 
 def _contiguous(feat: np.ndarray, parallel_min: int) -> np.ndarray:
