@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backends", default="cpu")
     ap.add_argument("--only", default="ig,gauss,hmm")
+    ap.add_argument("--profile", action="store_true",
+                    help="then print where the time of one se=True call goes (cProfile)")
     args = ap.parse_args()
 
     import bulkem
@@ -75,6 +77,12 @@ def main() -> None:
                     res = bulkem.fit(**kw, seed=1, backend=backend, se=se)
                     best = min(best, time.perf_counter() - t)
                 times[se] = best
+            if args.profile:
+                import cProfile
+                import pstats
+                prof = cProfile.Profile()
+                prof.runcall(bulkem.fit, **kw, seed=1, backend=backend, se=True)
+                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
             nan = int(res.summary.message.str.contains("standard errors NaN").sum())
             print(f"| {label} | {backend} | {times[False]:.3f} | {times[True]:.3f} | "
                   f"{times[True] / times[False]:.2f} | {nan} of {len(res.summary)} |")

@@ -310,9 +310,13 @@ class Layout:
                 x = np.exp(t)
             else:  # a row: exp(t) over 1 + sum(exp(t)), with the last (or the rest) 1 / that
                 rows = t.reshape(n, -1, b.shape[-1] - (b.constraint == "simplex"))
-                top = np.maximum(rows.max(axis=2, keepdims=True), 0.0)
+                top = np.zeros(rows.shape[:2] + (1,))
+                for c in range(rows.shape[2]):  # (NumPy reduces short axes slowly)
+                    np.maximum(top[:, :, 0], rows[:, :, c], out=top[:, :, 0])
                 e = np.exp(rows - top)
-                denom = np.exp(-top) + e.sum(axis=2, keepdims=True)
+                denom = np.exp(-top)
+                for c in range(rows.shape[2]):
+                    denom[:, :, 0] += e[:, :, c]
                 x = e / denom
                 if b.constraint == "simplex":
                     x = np.concatenate([x, np.exp(-top) / denom], axis=2)
