@@ -173,3 +173,31 @@ def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6):
                         status="degenerate", trace=trace)
         w, mean, var = s0 / len(x), new_mean, new_var
         it += 1
+
+
+def poisson_mix_loglik(x, w, rate):
+    """Total log-likelihood of a Poisson mixture (scipy.stats.poisson)."""
+    comp = np.log(w)[None, :] + stats.poisson.logpmf(np.asarray(x)[:, None], rate[None, :])
+    return float(np.sum(logsumexp(comp, axis=1)))
+
+
+def poisson_em(x, w, rate, max_iter=100, tol=1e-6):
+    """EM for a Poisson mixture from the given start (the textbook updates: weight = mean
+    responsibility, rate = responsibility-weighted mean); as :func:`ig_em`."""
+    x = np.asarray(x, dtype=float)
+    w, rate = np.array(w, dtype=float), np.array(rate, dtype=float)
+    trace = []
+    it = 0
+    while True:
+        comp = np.log(w)[None, :] + stats.poisson.logpmf(x[:, None], rate[None, :])
+        lse = logsumexp(comp, axis=1)
+        trace.append(float(lse.sum()))
+        status = _stop(trace, it, max_iter, tol)
+        if status:
+            return dict(weight=w, rate=rate, loglik=trace[-1], n_iter=it, status=status,
+                        trace=trace)
+        r = np.exp(comp - lse[:, None])
+        s0 = r.sum(axis=0)
+        rate = (r * x[:, None]).sum(axis=0) / s0
+        w = s0 / len(x)
+        it += 1

@@ -32,9 +32,14 @@ real = st.one_of(st.floats(-1e3, 1e3), st.floats(-1e6, 1e6), st.sampled_from([0.
 gauss_dataset = st.lists(st.tuples(real, real), min_size=1, max_size=30).map(
     lambda v: np.array(v, dtype=float).reshape(-1, 2))
 
+# counts: small and large, many zeros and ties
+count = st.one_of(st.integers(0, 20), st.integers(0, 10**6), st.sampled_from([0, 1]))
+poisson_dataset = st.lists(count, min_size=1, max_size=40).map(lambda v: np.array(v, float))
+
 FAMILIES = {
     "invgauss": (ig_dataset, dict(family="invgauss")),
     "gaussian": (gauss_dataset, dict(family="gaussian")),
+    "poisson": (poisson_dataset, dict(family="poisson")),
 }
 KW = dict(n_components=2, n_starts=3, max_iter=30, seed=5, backend="cpu", progress=False)
 
@@ -126,6 +131,9 @@ BAD = {
     "gaussian": [np.empty((0, 2)), np.array([[1.0, 2.0]]),
                  np.array([[1.0, np.nan], [2.0, 3.0], [4.0, 5.0]]),
                  np.array([[1.0, 2.0], [-np.inf, 3.0], [4.0, 5.0]])],
+    "poisson": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),
+                np.array([1.0, -2.0, 3.0, 4.0]), np.array([1.0, 2.5, 3.0, 4.0]),
+                np.array([1.0, np.inf, 2.0, 3.0])],
 }
 
 

@@ -1,7 +1,7 @@
 """Finite mixtures: a family's per-observation math, the fused E-step, the mixture model.
 
 * :mod:`.family`: what a component family supplies (:class:`Family`);
-* :mod:`.invgauss`, :mod:`.gaussian`: the families;
+* :mod:`.invgauss`, :mod:`.gaussian`, :mod:`.poisson`: the families;
 * :mod:`.fused`: the E-step over a fit's observations;
 * :mod:`.model`: a mixture as a model of the EM driver.
 
@@ -14,7 +14,9 @@ from .family import Family
 from .gaussian import FAMILY as GAUSSIAN
 from .invgauss import FAMILY as INVGAUSS
 from .model import MixtureModel
+from .poisson import FAMILY as POISSON
 
-MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN}
+MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN,
+                                       POISSON.name: POISSON}
 
-__all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAUSSIAN", "INVGAUSS"]
+__all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAUSSIAN", "INVGAUSS", "POISSON"]

@@ -127,6 +127,9 @@ class Family:
         over ``t`` is innermost and vectorises (:func:`.fused.make_pass`,
         ``tile``); None: the per-observation hooks in a loop, enough when
         they have no loop of their own.
+    floors : tuple of (str, float)
+        Blocks whose M-step holds values at a floor (a Poisson rate of a component of
+        zeros): a fit there is on its boundary (no standard errors).
     accum_tile : callable or None
         CPU hook ``accum_tile(P, R, M, D, X, T, t0, t1)``: adds ``accum``
         of the tile's observations ``t0 <= t < t1`` with weight ``R[t M + m]``
@@ -166,6 +169,7 @@ class Family:
     logdens_tile: Callable | None = None
     exact_logdens_tile: Callable | None = None
     accum_tile: Callable | None = None
+    floors: tuple = ()
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""

@@ -188,11 +188,14 @@ class MixtureModel(Model):
         return layout.record_columns(params, layout.blocks)
 
     def at_bound(self, params: np.ndarray, reg: float) -> np.ndarray:
-        """As :meth:`Model.at_bound`, and a variance held at its floor ``reg_covar``."""
+        """As :meth:`Model.at_bound`, and a variance held at its floor ``reg_covar`` (or a
+        block at its family's floor, ``Family.floors``)."""
         out = super().at_bound(params, reg)
         blocks = self.params_layout.split(params)
-        if "var" in blocks:
-            out |= (blocks["var"].reshape(len(params), -1) <= reg * (1 + 1e-6)).any(axis=1)
+        floors = (("var", reg),) + self.family.floors if "var" in blocks else \
+            self.family.floors
+        for name, floor in floors:
+            out |= (blocks[name].reshape(len(params), -1) <= floor * (1 + 1e-6)).any(axis=1)
         return out
 
     def canonical(self, params: np.ndarray) -> np.ndarray:
