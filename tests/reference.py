@@ -201,3 +201,36 @@ def poisson_em(x, w, rate, max_iter=100, tol=1e-6):
         rate = (r * x[:, None]).sum(axis=0) / s0
         w = s0 / len(x)
         it += 1
+
+
+def lognormal_mix_loglik(x, w, meanlog, varlog):
+    """Total log-likelihood of a log-normal mixture (scipy.stats.lognorm)."""
+    comp = np.log(w)[None, :] + stats.lognorm.logpdf(np.asarray(x)[:, None], np.sqrt(varlog),
+                                                     scale=np.exp(meanlog))
+    return float(np.sum(logsumexp(comp, axis=1)))
+
+
+def lognormal_em(x, w, meanlog, varlog, max_iter=100, tol=1e-6, reg_covar=1e-6):
+    """EM for a log-normal mixture from the given start: the Gaussian updates of ``log x``
+    (scikit-learn's, as :func:`gauss_em`), each E-step's log-likelihood from
+    scipy.stats.lognorm."""
+    y = np.log(np.asarray(x, dtype=float))
+    w, mu, var = (np.array(a, dtype=float) for a in (w, meanlog, varlog))
+    trace = []
+    it = 0
+    while True:
+        comp = np.log(w)[None, :] + stats.lognorm.logpdf(np.exp(y)[:, None], np.sqrt(var),
+                                                         scale=np.exp(mu))
+        lse = logsumexp(comp, axis=1)
+        trace.append(float(lse.sum()))
+        status = _stop(trace, it, max_iter, tol)
+        if status:
+            return dict(weight=w, meanlog=mu, varlog=var, loglik=trace[-1], n_iter=it,
+                        status=status, trace=trace)
+        r = np.exp(comp - lse[:, None])
+        s0 = r.sum(axis=0)
+        nk = s0 + 10 * np.finfo(float).eps
+        mu = (r * y[:, None]).sum(axis=0) / nk
+        var = (r * y[:, None] ** 2).sum(axis=0) / nk - mu**2 + reg_covar
+        w = s0 / len(y)
+        it += 1

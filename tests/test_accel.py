@@ -37,6 +37,10 @@ def _batch(family: str, seed: int, n: int = 3) -> tuple[list, dict]:
         data = [np.concatenate([rng.poisson(3.0, 150), rng.poisson(6.0, 100)]).astype(float)
                 for _ in range(n)]
         return data, dict(family="poisson", n_components=2)
+    if family == "lognormal":
+        data = [np.exp(np.concatenate([rng.normal(0.0, 1.0, 150), rng.normal(1.5, 1.0, 100)]))
+                for _ in range(n)]
+        return data, dict(family="lognormal", n_components=2)
     if family == "hmm":
         data = [hmm_sample(HMM, "categorical", rng.integers(20, 40, 6), rng)[0]
                 for _ in range(n)]
@@ -52,7 +56,7 @@ def _batch(family: str, seed: int, n: int = 3) -> tuple[list, dict]:
     return [[model.simulate(150, rng=rng)[:, 0]] for _ in range(n)], dict(family="local_level")
 
 
-FAMILIES = ["invgauss", "gaussian", "poisson", "hmm", "tmap", "ar", "local_level"]
+FAMILIES = ["invgauss", "gaussian", "poisson", "lognormal", "hmm", "tmap", "ar", "local_level"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -127,6 +127,9 @@ class Family:
         over ``t`` is innermost and vectorises (:func:`.fused.make_pass`,
         ``tile``); None: the per-observation hooks in a loop, enough when
         they have no loop of their own.
+    reg_floored : str or None
+        The block the M-step floors at ``reg_covar`` (the Gaussian's variances): a fit
+        there is on its boundary.
     floors : tuple of (str, float)
         Blocks whose M-step holds values at a floor (a Poisson rate of a component of
         zeros): a fit there is on its boundary (no standard errors).
@@ -170,6 +173,7 @@ class Family:
     exact_logdens_tile: Callable | None = None
     accum_tile: Callable | None = None
     floors: tuple = ()
+    reg_floored: str | None = None
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""

@@ -444,5 +444,6 @@ FAMILY = Family(
     blocks=blocks,
     centre_init=centre_init,
     default_init="kmeans++",
+    reg_floored="var",
     linear_logdens=True,
 )

@@ -188,12 +188,13 @@ class MixtureModel(Model):
         return layout.record_columns(params, layout.blocks)
 
     def at_bound(self, params: np.ndarray, reg: float) -> np.ndarray:
-        """As :meth:`Model.at_bound`, and a variance held at its floor ``reg_covar`` (or a
-        block at its family's floor, ``Family.floors``)."""
+        """As :meth:`Model.at_bound`, and a block held at its floor: ``reg_covar`` for
+        ``Family.reg_floored`` (the Gaussian's variances), or ``Family.floors``."""
         out = super().at_bound(params, reg)
         blocks = self.params_layout.split(params)
-        floors = (("var", reg),) + self.family.floors if "var" in blocks else \
-            self.family.floors
+        floors = self.family.floors
+        if self.family.reg_floored is not None:
+            floors = ((self.family.reg_floored, reg),) + floors
         for name, floor in floors:
             out |= (blocks[name].reshape(len(params), -1) <= floor * (1 + 1e-6)).any(axis=1)
         return out
