@@ -303,13 +303,14 @@ def fit(
         ``value_col`` lists them).  Every dataset of a batch has the same
         ``n_dims``.  Dataset identifiers in the tables are the list
         positions, dict keys or DataFrame labels.
-    family : {"invgauss", "gaussian", "poisson", "lognormal", "hmm", "tmap", "ar", \
+    family : {"invgauss", "gaussian", "poisson", "lognormal", "gamma", "hmm", "tmap", "ar", \
 "local_level"}
         Component distribution: inverse-Gaussian (positive scalars),
         Gaussian with a diagonal covariance matrix (vectors), Poisson
         (counts: 0, 1, 2, ...; parameters weight, rate) or log-normal
         (positive scalars; weight, meanlog, varlog: the mean and variance of
-        log x, ``reg_covar`` the floor of varlog); "hmm": hidden
+        log x, ``reg_covar`` the floor of varlog) or gamma (positive scalars;
+        weight, shape, rate); "hmm": hidden
         Markov models of sequences; "tmap": transient Markovian arrival
         processes with Erlang branches, fitted to traces of runs (options
         ``orders``, ``run_col``, ``drop_bad_runs``; see
@@ -593,7 +594,7 @@ def fit(
     if n_failed:
         warnings.warn(
             f"{n_failed} of {len(result.summary)} datasets have no usable start (status "
-            "'failed'){' at any size' if len(results) > 1 else ''}; try more starts or fewer "
+            f"'failed'){' at any size' if len(results) > 1 else ''}; try more starts or fewer "
             "components.",
             stacklevel=2,
         )
@@ -665,10 +666,11 @@ def loglik(
         As for :func:`fit` (the family's input forms); checked as :func:`fit` checks them.
     family : str
         A family of :func:`fit` (``invgauss``, ``gaussian``, ``poisson``, ``lognormal``,
-        ``hmm``, ``tmap``, ``ar``, ``local_level``), with its options (``emission=``, ``orders=``, ``order=``,
-        ``prior=``...), or ``state_space``: a linear-Gaussian state-space model of given
-        matrices (``params`` a :class:`~bulkem.StateSpace` or its blocks ``F, H, Q, R, m0,
-        P0``; a dataset is one series; options ``method=`` "exact", "scan" or "splash", ``window=``,
+        ``gamma``, ``hmm``, ``tmap``, ``ar``, ``local_level``), with its options
+        (``emission=``, ``orders=``, ``order=``, ``prior=``...), or ``state_space``: a
+        linear-Gaussian state-space model of given matrices (``params`` a
+        :class:`~bulkem.StateSpace` or its blocks ``F, H, Q, R, m0, P0``; a dataset is one
+        series; options ``method=`` "exact", "scan" or "splash", ``window=``,
         ``splash_var=``, ``dim_obs=``; :func:`kalman_loglik` gives its table by series).
     params : dict or sequence of dict
         The parameters by block name, in the form ``fit(init=...)`` takes and

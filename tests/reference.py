@@ -234,3 +234,39 @@ def lognormal_em(x, w, meanlog, varlog, max_iter=100, tol=1e-6, reg_covar=1e-6):
         var = (r * y[:, None] ** 2).sum(axis=0) / nk - mu**2 + reg_covar
         w = s0 / len(y)
         it += 1
+
+
+def gamma_mix_loglik(x, w, shape, rate):
+    """Total log-likelihood of a gamma mixture (scipy.stats.gamma)."""
+    comp = np.log(w)[None, :] + stats.gamma.logpdf(np.asarray(x)[:, None], shape,
+                                                   scale=1.0 / np.asarray(rate))
+    return float(np.sum(logsumexp(comp, axis=1)))
+
+
+def gamma_em(x, w, shape, rate, max_iter=100, tol=1e-6):
+    """EM for a gamma mixture from the given start: each component's weighted maximum
+    likelihood, the shape from ``log a - digamma(a) = log(mean) - mean(log x)`` by
+    scipy's brentq, the rate ``a / mean``; as :func:`ig_em`."""
+    from scipy.special import digamma
+
+    x = np.asarray(x, dtype=float)
+    w, shape, rate = (np.array(a, dtype=float) for a in (w, shape, rate))
+    trace = []
+    it = 0
+    while True:
+        comp = np.log(w)[None, :] + stats.gamma.logpdf(x[:, None], shape, scale=1.0 / rate)
+        lse = logsumexp(comp, axis=1)
+        trace.append(float(lse.sum()))
+        status = _stop(trace, it, max_iter, tol)
+        if status:
+            return dict(weight=w, shape=shape, rate=rate, loglik=trace[-1], n_iter=it,
+                        status=status, trace=trace)
+        r = np.exp(comp - lse[:, None])
+        s0 = r.sum(axis=0)
+        mean = (r * x[:, None]).sum(axis=0) / s0
+        s = np.log(mean) - (r * np.log(x)[:, None]).sum(axis=0) / s0
+        shape = np.array([optimize.brentq(lambda a, v=v: np.log(a) - digamma(a) - v,
+                                          1e-8, 1e12, xtol=1e-14, rtol=1e-15) for v in s])
+        rate = shape / mean
+        w = s0 / len(x)
+        it += 1

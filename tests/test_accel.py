@@ -41,6 +41,10 @@ def _batch(family: str, seed: int, n: int = 3) -> tuple[list, dict]:
         data = [np.exp(np.concatenate([rng.normal(0.0, 1.0, 150), rng.normal(1.5, 1.0, 100)]))
                 for _ in range(n)]
         return data, dict(family="lognormal", n_components=2)
+    if family == "gamma":
+        data = [np.concatenate([rng.gamma(2.0, 1.0, 150), rng.gamma(4.0, 1.0, 100)])
+                for _ in range(n)]
+        return data, dict(family="gamma", n_components=2)
     if family == "hmm":
         data = [hmm_sample(HMM, "categorical", rng.integers(20, 40, 6), rng)[0]
                 for _ in range(n)]
@@ -56,7 +60,8 @@ def _batch(family: str, seed: int, n: int = 3) -> tuple[list, dict]:
     return [[model.simulate(150, rng=rng)[:, 0]] for _ in range(n)], dict(family="local_level")
 
 
-FAMILIES = ["invgauss", "gaussian", "poisson", "lognormal", "hmm", "tmap", "ar", "local_level"]
+FAMILIES = ["invgauss", "gaussian", "poisson", "lognormal", "gamma", "hmm", "tmap", "ar",
+            "local_level"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -41,6 +41,7 @@ FAMILIES = {
     "gaussian": (gauss_dataset, dict(family="gaussian")),
     "poisson": (poisson_dataset, dict(family="poisson")),
     "lognormal": (ig_dataset, dict(family="lognormal")),
+    "gamma": (ig_dataset, dict(family="gamma")),
 }
 KW = dict(n_components=2, n_starts=3, max_iter=30, seed=5, backend="cpu", progress=False)
 
@@ -137,6 +138,8 @@ BAD = {
                 np.array([1.0, np.inf, 2.0, 3.0])],
     "lognormal": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),
                   np.array([1.0, -2.0, 3.0, 4.0]), np.array([0.0, 1.0, 2.0, 3.0])],
+    "gamma": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),
+              np.array([1.0, -2.0, 3.0, 4.0]), np.array([0.0, 1.0, 2.0, 3.0])],
 }
 
 

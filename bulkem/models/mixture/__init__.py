@@ -1,7 +1,8 @@
 """Finite mixtures: a family's per-observation math, the fused E-step, the mixture model.
 
 * :mod:`.family`: what a component family supplies (:class:`Family`);
-* :mod:`.invgauss`, :mod:`.gaussian`, :mod:`.poisson`, :mod:`.lognormal`: the families;
+* :mod:`.invgauss`, :mod:`.gaussian`, :mod:`.poisson`, :mod:`.lognormal`, :mod:`.gamma`:
+  the families;
 * :mod:`.fused`: the E-step over a fit's observations;
 * :mod:`.model`: a mixture as a model of the EM driver.
 
@@ -11,6 +12,7 @@ one-large-dataset regime), run in :mod:`bulkem.engines.cpu.large` and
 """
 
 from .family import Family
+from .gamma import FAMILY as GAMMA
 from .gaussian import FAMILY as GAUSSIAN
 from .invgauss import FAMILY as INVGAUSS
 from .lognormal import FAMILY as LOGNORMAL
@@ -18,7 +20,8 @@ from .model import MixtureModel
 from .poisson import FAMILY as POISSON
 
 MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN,
-                                       POISSON.name: POISSON, LOGNORMAL.name: LOGNORMAL}
+                                       POISSON.name: POISSON, LOGNORMAL.name: LOGNORMAL,
+                                       GAMMA.name: GAMMA}
 
-__all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAUSSIAN", "INVGAUSS", "LOGNORMAL",
-           "POISSON"]
+__all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAMMA", "GAUSSIAN", "INVGAUSS",
+           "LOGNORMAL", "POISSON"]
