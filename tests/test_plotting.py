@@ -84,3 +84,20 @@ def test_import_bulkem_does_not_import_matplotlib():
     code = "import sys, bulkem; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_counts_are_drawn_at_the_integers():
+    """A Poisson fit: a bar per integer, the probabilities at the integers (the pmf)."""
+    rng = np.random.default_rng(2)
+    x = rng.poisson(np.r_[np.full(200, 2.0), np.full(100, 12.0)]).astype(float)
+    res = bulkem.fit([x], family="poisson", n_components=2, n_starts=3, seed=1,
+                     backend="cpu")
+    ax = res.plot(0)
+    mix = ax.get_lines()[0]
+    assert np.array_equal(mix.get_xdata(), np.round(mix.get_xdata()))
+    p = res.params(0)
+    from scipy import stats
+    want = (p["weight"] * stats.poisson.pmf(mix.get_xdata()[:, None], p["rate"])).sum(axis=1)
+    assert np.allclose(mix.get_ydata(), want, rtol=1e-10)
+    assert ax.get_ylabel() == "probability"
+    plt.close(ax.figure)

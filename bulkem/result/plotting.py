@@ -98,7 +98,8 @@ def _view(v: np.ndarray, tail: float) -> tuple[float, float]:
 def plot_fit(result: FitResult, dataset: Any, ax: Any = None, bins: Any = "auto",
              dim: int = 0, xlim: tuple[float, float] | None = None, tail: float = 0.01,
              points: int = 1000) -> Any:
-    """Histogram of a dataset with its fitted mixture density and weighted components.
+    """Histogram of a dataset with its fitted mixture density and weighted components
+    (for counts, a bar per integer and the probabilities at the integers).
 
     Parameters
     ----------
@@ -143,28 +144,36 @@ def plot_fit(result: FitResult, dataset: Any, ax: Any = None, bins: Any = "auto"
     if values.ndim == 2:
         values = values[:, dim]
     lo, hi = _view(values, tail) if xlim is None else xlim
-    grid = np.linspace(lo, hi, points)
+    discrete = getattr(result._model.family, "discrete", False)  # counts: at the integers
+    if discrete:
+        lo, hi = max(np.floor(lo), 0.0), max(np.ceil(hi), 1.0)
+        grid = np.arange(lo, hi + 1.0)
+        lo, hi = lo - 0.5, hi + 0.5
+    else:
+        grid = np.linspace(lo, hi, points)
     comp = component_densities(result, dataset, grid, dim)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     # Densities over all the values, so that the bars match the fitted curve
     # even when some values lie outside the drawn range.
     shown = values[(values >= lo) & (values <= hi)]
-    edges = np.histogram_bin_edges(shown, bins=bins, range=(lo, hi))
+    edges = (np.append(grid - 0.5, grid[-1] + 0.5) if discrete and isinstance(bins, str)
+             else np.histogram_bin_edges(shown, bins=bins, range=(lo, hi)))
     counts, _ = np.histogram(values, bins=edges)
     n = len(values)
     outside = n - int(counts.sum())
     label = f"data ({n} values" + (f"; {outside} outside the plot)" if outside else ")")
     ax.stairs(counts / (n * np.diff(edges)), edges, fill=True, color="0.85", label=label)
     ax.stairs(counts / (n * np.diff(edges)), edges, color="0.6")
-    ax.plot(grid, comp.sum(axis=1), color="navy", lw=2, label="fitted mixture")
+    mark = dict(marker="o", ms=3) if discrete else {}
+    ax.plot(grid, comp.sum(axis=1), color="navy", lw=2, label="fitted mixture", **mark)
     weights = result.params(dataset)["weight"]
     for j in range(comp.shape[1]):
         ax.plot(grid, comp[:, j], "--", lw=1.3,
-                label=f"component {j + 1} (weight {weights[j]:.2f})")
+                label=f"component {j + 1} (weight {weights[j]:.2f})", **mark)
     ax.set_xlim(lo, hi)
     xlabel = "value" if result.n_dims == 1 else f"coordinate {dim + 1}"
-    ax.set(xlabel=xlabel, ylabel="density",
+    ax.set(xlabel=xlabel, ylabel="probability" if discrete else "density",
            title=f"dataset {dataset}: {result.n_components}-component {result.family} mixture")
     ax.legend(frameon=False)
     return ax

@@ -127,6 +127,9 @@ class Family:
         over ``t`` is innermost and vectorises (:func:`.fused.make_pass`,
         ``tile``); None: the per-observation hooks in a loop, enough when
         they have no loop of their own.
+    discrete : bool
+        Values are counts (densities are probabilities at the integers: plots draw them
+        there).
     reg_floored : str or None
         The block the M-step floors at ``reg_covar`` (the Gaussian's variances): a fit
         there is on its boundary.
@@ -174,6 +177,7 @@ class Family:
     accum_tile: Callable | None = None
     floors: tuple = ()
     reg_floored: str | None = None
+    discrete: bool = False
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""

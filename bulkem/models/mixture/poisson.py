@@ -214,5 +214,6 @@ FAMILY = Family(
     order_key=order_key,
     blocks=blocks,
     floors=(("rate", MIN_POISSON_RATE),),
+    discrete=True,
     linear_logdens=True,  # c0 + c1 x + c2 x log x: linear in the statistics (1, x, x log x)
 )
