@@ -311,7 +311,8 @@ def fit(
         (positive scalars; weight, meanlog, varlog: the mean and variance of
         log x, ``reg_covar`` the floor of varlog) or gamma (positive scalars;
         weight, shape, rate); "hmm": hidden
-        Markov models of sequences; "tmap": transient Markovian arrival
+        Markov models of sequences (a NaN step is missing, marginalised);
+        "tmap": transient Markovian arrival
         processes with Erlang branches, fitted to traces of runs (options
         ``orders``, ``run_col``, ``drop_bad_runs``; see
         :mod:`bulkem.models.tmap`); "ar": AR(p) plus noise (option

@@ -15,16 +15,21 @@ from scipy.special import logsumexp
 
 
 def log_emission(x, emission, params):
-    """log b_i(x_t): array (T, N)."""
+    """log b_i(x_t): array (T, N); 0 at a missing step (NaN in any dimension: skipped)."""
     x = np.asarray(x, dtype=float)
+    miss = np.isnan(x.reshape(len(x), -1)).any(axis=1)
+    x = np.where(np.isnan(x), 0.0, x)
     if emission == "categorical":
         with np.errstate(divide="ignore"):
-            return np.log(params["emissionprob"].T[x.astype(int)])
-    if emission == "gaussian":
+            out = np.log(params["emissionprob"].T[x.astype(int)])
+    elif emission == "gaussian":
         x = x.reshape(len(x), -1)
         m, v = params["means"], params["vars"]
-        return stats.norm.logpdf(x[:, None, :], m[None], np.sqrt(v)[None]).sum(axis=2)
-    return poisson_logpmf(x[:, None], params["lambdas"][None])
+        out = stats.norm.logpdf(x[:, None, :], m[None], np.sqrt(v)[None]).sum(axis=2)
+    else:
+        out = poisson_logpmf(x[:, None], params["lambdas"][None])
+    out[miss] = 0.0
+    return out
 
 
 def poisson_logpmf(x, lam):
@@ -113,7 +118,7 @@ def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
     while True:
         N = len(p["startprob"])
         start, trans, occ = np.zeros(N), np.zeros((N, N)), np.zeros(N)
-        gam_x, gam_x2, counts = 0.0, 0.0, 0.0
+        gam_x, gam_x2, counts, seen = 0.0, 0.0, 0.0, np.zeros(N)
         ll = 0.0
         for x in seqs:
             lls, gamma, xi = forward_backward(x, emission, p, terminating)
@@ -122,13 +127,16 @@ def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
             trans += xi
             occ += gamma.sum(axis=0)
             xs = np.asarray(x, dtype=float)
+            obs = ~np.isnan(xs.reshape(len(xs), -1)).any(axis=1)  # the emissions' steps
+            g, xs = gamma[obs], xs[obs]
+            seen += g.sum(axis=0)
             if emission == "categorical":
                 V = p["emissionprob"].shape[1]
-                counts = counts + gamma.T @ np.eye(V)[xs.astype(int)]
+                counts = counts + g.T @ np.eye(V)[xs.astype(int)]
             else:
                 xs = xs.reshape(len(xs), -1) if emission == "gaussian" else xs[:, None]
-                gam_x = gam_x + gamma.T @ xs
-                gam_x2 = gam_x2 + gamma.T @ xs**2
+                gam_x = gam_x + g.T @ xs
+                gam_x2 = gam_x2 + g.T @ xs**2
         trace.append(ll)
         status = None
         if not np.isfinite(ll):
@@ -148,13 +156,13 @@ def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
             p["transmat"] = trans / den
         if "e" in update:
             if emission == "categorical":
-                p["emissionprob"] = counts / occ[:, None]
+                p["emissionprob"] = counts / seen[:, None]
             elif emission == "gaussian":
-                mean = gam_x / occ[:, None]
+                mean = gam_x / seen[:, None]
                 p["means"] = mean
-                p["vars"] = gam_x2 / occ[:, None] - mean**2 + reg_covar
+                p["vars"] = gam_x2 / seen[:, None] - mean**2 + reg_covar
             else:
-                p["lambdas"] = (gam_x / occ[:, None])[:, 0]
+                p["lambdas"] = (gam_x / seen[:, None])[:, 0]
         it += 1
 
 

@@ -217,7 +217,7 @@ def test_bad_datasets_get_their_own_status():
         "ok": good,
         "empty_seq": [good[0], np.array([])],
         "symbol": [good[0], np.array([0.0, 1.0, 9.0])],
-        "nan": [np.array([0.0, np.nan, 1.0]), good[1]],
+        "inf": [np.array([0.0, np.inf, 1.0]), good[1]],
         "short": [np.array([1.0])],
         "both": [np.array([]), np.array([0.0, 5.0])],
     }
@@ -230,8 +230,9 @@ def test_bad_datasets_get_their_own_status():
     assert (s.drop("ok").status == "invalid_data").all()
     assert s.loc["empty_seq", "message"] == "sequence 1 is empty"
     assert "sequence 1: 1 of 3 values are not symbols 0..3 (first: 9)" in s.loc["symbol", "message"]
-    assert s.loc["nan", "message"] == "sequence 0: 1 of 3 observations are NaN or infinite"
-    assert "too short: 1 observations, at least 3" in s.loc["short", "message"]
+    assert s.loc["inf", "message"] == ("sequence 0: 1 of 3 observations are infinite (NaN "
+                                       "marks a missing one)")
+    assert "too short: 1 observations (not missing), at least 3" in s.loc["short", "message"]
     both = s.loc["both", "message"]  # every problem found
     assert "sequence 0 is empty" in both and "sequence 1: 1 of 2 values are not symbols" in both
 

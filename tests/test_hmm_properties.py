@@ -84,7 +84,7 @@ EMISSIONS = {
     "poisson": dict(emission="poisson"),
 }
 BAD = {  # kind -> (emission -> a bad dataset); every one is invalid_data but "huge" Gaussian
-    "nan": lambda em: [np.array([0.0, np.nan, 1.0]), np.array([1.0, 2.0])],
+    "inf": lambda em: [np.array([0.0, np.inf, 1.0]), np.array([1.0, 2.0])],
     "domain": lambda em: [{"categorical": np.array([0.0, 7.5, -1.0, 1.0]),
                            "poisson": np.array([0.0, -1.0, 2.5]),
                            "gaussian": np.array([0.0, np.inf, 1.0])}[em]],

@@ -68,6 +68,11 @@ def use_many_states(job, engine: str) -> bool:
             f"more than tuning.hmm_many_states = {tuning.hmm_many_states} states runs on the "
             f"GPU for categorical emissions of at most {MAX_SYMBOLS} symbols; use "
             "backend='cpu', or fewer states.")
+    if job.n_obs is not None and int(job.n_obs.sum()) < len(job.data.values):
+        raise ValueError(
+            f"n_components = {m.n_states} states on the GPU with missing observations (NaN): "
+            f"more than tuning.hmm_many_states = {tuning.hmm_many_states} states runs on the "
+            "GPU without missing steps; use backend='cpu', or fill the missing steps.")
     return True
 
 

@@ -31,7 +31,7 @@ class HMMResult(FitResult):
         res = super().assemble(model, packed, job, n_starts, *args, **kwargs)
         if getattr(model, "own_alphabet", False) and len(packed.valid):
             x, off = packed.data.values.reshape(-1), packed.data.value_offsets
-            top = np.maximum.reduceat(x, off[:-1]).astype(np.int64)
+            top = np.fmax.reduceat(x, off[:-1]).astype(np.int64)  # (fmax: NaN is missing)
             k = np.array([model.n_free_of(int(t) + 1) for t in top], dtype=np.float64)
             s = res.summary
             rows = np.asarray(packed.valid)

@@ -97,7 +97,8 @@ def _inferred_symbols(pairs: list) -> int:
         if not units or not all(len(u) for u in units):
             continue
         u = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in units])
-        if (np.all(np.isfinite(u)) and np.all(u >= 0) and np.all(u == np.round(u))
+        u = u[~np.isnan(u)]  # (missing steps)
+        if (len(u) and np.all(np.isfinite(u)) and np.all(u >= 0) and np.all(u == np.round(u))
                 and u.max() < MAX_SYMBOLS):
             top = max(top, int(u.max()))
     return top + 1

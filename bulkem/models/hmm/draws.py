@@ -118,16 +118,21 @@ def _draw_poisson(values, offsets, fit_ds, fit_start, keys, seed, N, out):
 
 
 def draw(model, data, keys, seed, method, fit_ds, fit_start, out) -> None:
-    """Random starts of fits (valid-dataset index, start number) into ``out`` (n, n_params)."""
-    offsets = data.value_offsets
+    """Random starts of fits (valid-dataset index, start number) into ``out`` (n, n_params),
+    from the observed (not missing) steps of each dataset."""
+    values, offsets = data.values, data.value_offsets
+    missing = np.isnan(values.reshape(len(values), -1)).any(axis=1)
+    if missing.any():  # (the datasets without missing steps draw the same starts)
+        values = values[~missing]
+        offsets = np.r_[0, np.cumsum(~missing)][offsets]
     sk = seed_key(seed)
     name = model.emission.name
     if name == "categorical":
-        _draw_categorical(data.values, offsets, fit_ds, fit_start, keys, sk, model.n_states,
+        _draw_categorical(values, offsets, fit_ds, fit_start, keys, sk, model.n_states,
                           model.K, model.own_alphabet, out)
     elif name == "gaussian":
-        x = data.values.reshape(len(data.values), -1)
+        x = values.reshape(len(values), -1)
         _draw_gaussian(x, offsets, fit_ds, fit_start, keys, sk, model.n_states,
                        method == "kmeans++", out)
     else:
-        _draw_poisson(data.values, offsets, fit_ds, fit_start, keys, sk, model.n_states, out)
+        _draw_poisson(values, offsets, fit_ds, fit_start, keys, sk, model.n_states, out)

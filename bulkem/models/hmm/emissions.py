@@ -20,6 +20,14 @@ them:
   states' parameters from their statistics and occupancies
   ``occ[oo:oo + N]`` (summed posterior probabilities).
 
+Missing observations (NaN; for a Gaussian emission, NaN in any dimension) are
+marginalised: ``dens`` gives ``e[i] = 1`` there (the step's emission factor is
+1) and ``accum`` adds nothing.  So the emissions' M-steps divide by their own
+occupancies, the posterior probabilities summed over the observed steps only
+(the last ``N`` statistics of the block; the chain's ``occ`` also counts the
+missing steps); with nothing missing, the same sums in the same order, the same
+bits.
+
 Observations are stored as float values, ``K`` per observation for a
 Gaussian emission (row-major), one otherwise (a categorical symbol as a
 float).
@@ -95,6 +103,10 @@ def _cat_prep(params, po, N, K, work, wo):
 
 
 def _cat_dens(work, wo, N, K, x, xi, e):
+    if math.isnan(x[xi]):  # missing: marginalised
+        for i in range(N):
+            e[i] = 1.0
+        return 0.0
     v = int(x[xi])
     for i in range(N):
         e[i] = work[wo + i * K + v]
@@ -102,19 +114,21 @@ def _cat_dens(work, wo, N, K, x, xi, e):
 
 
 def _cat_accum(stats, so, N, K, g, i, x, xi):
-    stats[so + i * K + int(x[xi])] += g
+    if not math.isnan(x[xi]):
+        stats[so + i * K + int(x[xi])] += g
+        stats[so + N * K + i] += g
 
 
 def _cat_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
-        inv = 1.0 / occ[oo + i]
+        inv = 1.0 / stats[so + N * K + i]
         for v in range(K):
             params[po + i * K + v] = stats[so + i * K + v] * inv
     return 0
 
 
 CATEGORICAL = Emission(
-    "categorical", lambda K: K, lambda K: K, lambda K: 1, _cat_prep, _cat_dens, _cat_accum,
+    "categorical", lambda K: K, lambda K: K + 1, lambda K: 1, _cat_prep, _cat_dens, _cat_accum,
     _cat_mstep, "e",
     blocks=lambda s, K: (Block("emissionprob", (s, Axis("symbol", K, 0)), "simplex", "prob"),),
     location=lambda b: b["emissionprob"] @ np.arange(b["emissionprob"].shape[-1], dtype=float))
@@ -122,7 +136,8 @@ CATEGORICAL = Emission(
 
 # --- Gaussian with a diagonal covariance: D dimensions ---------------------------------------
 # params per state: means (D), variances (D); work: means (D), -1/(2 var) (D), log normaliser;
-# stats per state: sum g x (D), sum g x^2 (D).  The log density is evaluated centred,
+# stats per state: sum g x (D), sum g x^2 (D), then the occupancies of the observed steps (N).
+# The log density is evaluated centred,
 # -1/2 sum (x - mu)^2 / var, never expanded.
 
 
@@ -142,6 +157,13 @@ def _gauss_prep(params, po, N, K, work, wo):
 
 
 def _gauss_dens(work, wo, N, K, x, xi, e):
+    missing = False
+    for d in range(K):
+        missing = missing or math.isnan(x[xi * K + d])
+    if missing:  # marginalised
+        for i in range(N):
+            e[i] = 1.0
+        return 0.0
     for i in range(N):
         b = wo + i * (2 * K + 1)
         v = work[b + 2 * K]
@@ -158,6 +180,12 @@ def _gauss_dens(work, wo, N, K, x, xi, e):
 
 
 def _gauss_accum(stats, so, N, K, g, i, x, xi):
+    missing = False
+    for d in range(K):
+        missing = missing or math.isnan(x[xi * K + d])
+    if missing:
+        return
+    stats[so + N * 2 * K + i] += g
     b = so + i * 2 * K
     for d in range(K):
         v = x[xi * K + d]
@@ -168,7 +196,7 @@ def _gauss_accum(stats, so, N, K, g, i, x, xi):
 
 def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
-        n = occ[oo + i]
+        n = stats[so + N * 2 * K + i]
         b = so + i * 2 * K
         for d in range(K):
             mean = stats[b + d] / n
@@ -184,7 +212,7 @@ def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
 
 
 GAUSSIAN = Emission(
-    "gaussian", lambda K: 2 * K + 1, lambda K: 2 * K, lambda K: K, _gauss_prep, _gauss_dens,
+    "gaussian", lambda K: 2 * K + 1, lambda K: 2 * K + 1, lambda K: K, _gauss_prep, _gauss_dens,
     _gauss_accum, _gauss_mstep, "mc",
     blocks=lambda s, K: (Block("means", (s, Axis("dim", K)), "real", "mean"),
                          Block("vars", (s, Axis("dim", K)), "positive", "var")),
@@ -242,6 +270,10 @@ def _pois_prep(params, po, N, K, work, wo):
 
 def _pois_dens(work, wo, N, K, x, xi, e):
     v = x[xi]
+    if math.isnan(v):  # missing: marginalised
+        for i in range(N):
+            e[i] = 1.0
+        return 0.0
     if v > POISSON_EXACT_COUNT:  # the saddle-point form (see above)
         for i in range(N):
             lam = work[wo + 2 * i + 1]
@@ -258,12 +290,14 @@ def _pois_dens(work, wo, N, K, x, xi, e):
 
 
 def _pois_accum(stats, so, N, K, g, i, x, xi):
-    stats[so + i] += g * x[xi]
+    if not math.isnan(x[xi]):
+        stats[so + i] += g * x[xi]
+        stats[so + N + i] += g
 
 
 def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
-        lam = stats[so + i] / occ[oo + i]
+        lam = stats[so + i] / stats[so + N + i]
         if not (lam > 0.0 and math.isfinite(lam)):
             return DEGENERATE_PARAM
         params[po + i] = lam
@@ -271,7 +305,7 @@ def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
 
 
 POISSON = Emission(
-    "poisson", lambda K: 2, lambda K: 1, lambda K: 1, _pois_prep, _pois_dens, _pois_accum,
+    "poisson", lambda K: 2, lambda K: 2, lambda K: 1, _pois_prep, _pois_dens, _pois_accum,
     _pois_mstep, "l",
     blocks=lambda s, K: (Block("lambdas", (s,), "positive", "lambda"),),
     location=lambda b: b["lambdas"])

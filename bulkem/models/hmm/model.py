@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...data import Packed, Ragged
-from ...data.units import by_dataset, flagged, pack_units
+from ...data.units import by_dataset, counts, flagged, pack_units
 from ...fitting import starts
 from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
@@ -163,14 +163,18 @@ class HMMModel(Model):
         n_obs = 0
         for k, u in enumerate(units):
             n = len(u)
-            n_obs += n
             if n == 0:
                 problems.append(f"sequence {k} is empty")
                 continue
-            bad = int(np.count_nonzero(~np.isfinite(u).reshape(n, -1).all(axis=1)))
+            bad = int(np.count_nonzero(np.isinf(u).reshape(n, -1).any(axis=1)))
             if bad:
-                problems.append(f"sequence {k}: {bad} of {n} observations are NaN or infinite")
+                problems.append(f"sequence {k}: {bad} of {n} observations are infinite "
+                                "(NaN marks a missing one)")
                 continue
+            seen = ~np.isnan(u).reshape(n, -1).any(axis=1)  # missing steps: marginalised
+            n_obs += int(seen.sum())
+            u = np.asarray(u).reshape(n, -1)[seen].reshape(-1)
+            n = len(u)
             if self.emission.name == "categorical":
                 wrong = (u < 0) | (u >= self.K) | (u != np.round(u))
                 if wrong.any():
@@ -192,29 +196,32 @@ class HMMModel(Model):
         if not units:
             problems.append("no sequences")
         elif whole and n_obs < self.n_states:
-            problems.append(f"too short: {n_obs} observations, at least {self.n_states} needed "
-                            "for this number of states")
+            problems.append(f"too short: {n_obs} observations (not missing), at least "
+                            f"{self.n_states} needed for this number of states")
         return "; ".join(problems) if problems else None
 
     def pack(self, pairs: list) -> Packed:
         """Validate ``(identifier, list of sequences)`` pairs and pack the valid datasets
         (:meth:`check` runs only on the datasets that one vectorised pass flags)."""
-        return pack_units(pairs, self.check, self.values_per_obs(), screen=self._screen)
+        return pack_units(pairs, self.check, self.values_per_obs(), screen=self._screen,
+                          observed=lambda v: ~np.isnan(v.reshape(len(v), -1)).any(axis=1))
 
     def _screen(self, values: np.ndarray, lengths: np.ndarray, n_units: np.ndarray
                 ) -> np.ndarray:
         """The datasets :meth:`check` could fault, from every value at once."""
         x = values.reshape(len(values), -1)
         with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(x).all(axis=1)
-            v = x[:, 0]
+            missing = np.isnan(x).any(axis=1)
+            bad = np.isinf(x).any(axis=1)
+            v = np.where(missing, 0.0, x[:, 0])
             if self.emission.name == "categorical":
                 bad |= (v < 0) | (v >= self.K) | (v != np.round(v))
             elif self.emission.name == "poisson":
                 bad |= (v < 0) | (v != np.round(v)) | (v > MAX_COUNT)
         empty = by_dataset(lengths == 0, n_units) > 0
+        seen = lengths - counts(missing, lengths) if missing.any() else lengths
         return (flagged(bad, lengths, n_units) | empty | (n_units == 0)
-                | (by_dataset(lengths, n_units) < self.n_states))
+                | (by_dataset(seen, n_units) < self.n_states))
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The kernels' batch tuple ``(x, units, block)``, item (sequence) offsets, constants.
@@ -226,8 +233,9 @@ class HMMModel(Model):
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
         if self.emission.name == "poisson" and len(data.values):
-            const = np.add.reduceat(poisson_const(data.values.reshape(-1)),
-                                    data.value_offsets[:-1])
+            v = data.values.reshape(-1)
+            c = poisson_const(np.where(np.isnan(v), 0.0, v))  # (a missing step: 0)
+            const = np.add.reduceat(c, data.value_offsets[:-1])
         return (x, data.units, self.tuning.wide_cpu_chunk_units), data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
