@@ -216,7 +216,7 @@ class Family:
         """
         lc = self.log_components(values, params, n_components)
         top = np.max(lc, axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", over="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             safe = np.where(np.isfinite(top), top, 0.0)
             out = (top + np.log(np.sum(np.exp(lc - safe), axis=1, keepdims=True)))[:, 0]
         return np.where(np.isnan(out) | (out < -LOG_DENSITY_FLOOR), -LOG_DENSITY_FLOOR, out)

@@ -158,20 +158,23 @@ def obs_const(values: np.ndarray) -> np.ndarray:
 def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     """``log(w_l p_l(x_i)) = base - exp(logq)``, both of shape (n_obs, M): ``base = log w +
     x log x - x - log x!`` and ``q = rate - x + x log(x / rate) >= 0`` (centred, as the
-    exact pass).  ``params`` is one fit's (M P,) or one row per value (n_obs, M P)."""
+    exact pass); a value that is not a count has probability 0.  ``params`` is one fit's
+    (M P,) or one row per value (n_obs, M P)."""
     from scipy.special import gammaln
 
     x = np.asarray(values, dtype=np.float64)[:, None]
     p = np.asarray(params, dtype=np.float64)
     p = p.reshape(len(p) if p.ndim == 2 else 1, n_components, _P)
     w, rate = p[:, :, 0], p[:, :, 1]
+    count = (x >= 0) & (x == np.floor(x))  # (elsewhere: probability 0)
+    x = np.where(count, x, 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         base = np.log(w) + _xlogx(x) - x - gammaln(x + 1.0)
         safe = np.where(x > 0, x, 1.0)
         u = (rate - x) / safe
         q = np.where(x > 0, safe * (u - np.log1p(u)), rate)
         logq = np.log(np.maximum(q, 0.0))
-    return base, logq
+    return np.where(count, base, -np.inf), np.where(count, logq, -np.inf)
 
 
 def draw(records: np.ndarray, comp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
