@@ -273,16 +273,24 @@ py_int <- function(x, name, null_ok = FALSE) {
   builtins$int(sprintf("%.0f", x))
 }
 
-# init = list(weight =, mu =, lambda =): vectors of length M (one start) or
+# init = list(weight =, mu =, lambda =) (the family's blocks: weight, rate for a Poisson
+# mixture; weight, mean, var for a Gaussian one): vectors of length M (one start) or
 # k x M matrices (k starts, one per row).
-py_init <- function(init) {
+py_init <- function(init, family = "invgauss") {
   if (is.null(init)) {
     return(NULL)
   }
   if (is.data.frame(init) || !is.list(init) || is.null(names(init))) {
     stop(
-      "`init` must be a named list with elements weight, mu and lambda, ",
-      "each a vector (one start) or a matrix with one row per start.",
+      "`init` must be a named list with elements ", switch(family,
+        gaussian = paste0("weight (a vector, one start, or a matrix with one row per start), ",
+                          "mean and var (components x dimensions matrices, or arrays starts x ",
+                          "components x dimensions)."),
+        poisson = paste0("weight and rate, each a vector (one start) or a matrix with one ",
+                         "row per start."),
+        paste0("weight, mu and lambda, each a vector (one start) or a matrix with one row ",
+               "per start.")
+      ),
       call. = FALSE
     )
   }

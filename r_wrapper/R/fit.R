@@ -62,7 +62,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
-    init = py_init(init),
+    init = py_init(init, family),
     strict = isTRUE(strict),
     progress = isTRUE(progress),
     dataset_col = dataset_col,
@@ -173,7 +173,8 @@ check_mixture_family <- function(family) {
     paste0("Transient Markovian arrival processes are fitted by fit_tmap(data, ",
       "orders = c(1, 2, 3)).")
   }
-  stop("fit_mixture() fits mixtures: family must be \"invgauss\" or \"gaussian\", got \"",
+  stop("fit_mixture() fits mixtures: family must be \"invgauss\", \"gaussian\" or ",
+    "\"poisson\", got \"",
     family, "\". ", where,
     call. = FALSE
   )
@@ -376,7 +377,20 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
     lo <- lims[1] / 2
   }
   hi <- lims[2] + pad
-  grid <- seq(lo, hi, length.out = 1000L)
+  counts <- identical(attr(x, "family"), "poisson")
+  if (counts) {
+    # counts: the probabilities of the whole numbers in view (at most 1000 of them),
+    # over bars of whole-number widths centred on the counts
+    lo <- max(0, floor(lo))
+    hi <- ceiling(hi)
+    grid <- if (hi - lo < 1000) lo:hi else unique(round(seq(lo, hi, length.out = 1000L)))
+    if (missing(breaks)) {
+      width <- max(1, ceiling((hi - lo + 1) / 60))
+      breaks <- seq(lo - 0.5, by = width, length.out = ceiling((hi - lo + 1) / width) + 1L)
+    }
+  } else {
+    grid <- seq(lo, hi, length.out = 1000L)
+  }
   comp <- component_values(x, dataset, grid) # from the components table, in R
   mixture <- rowSums(comp)
   h <- graphics::hist(values[values >= lo & values <= hi], breaks = breaks, plot = FALSE)
@@ -389,12 +403,16 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
       ncol(comp), attr(x, "family"))
   }
   plot(h, freq = FALSE, col = "grey88", border = "grey60", main = main, xlab = xlab,
-    xlim = c(lo, hi), ylim = c(0, 1.05 * max(h$density, mixture, na.rm = TRUE)), ...
+    xlim = if (counts) c(lo - 0.5, hi + 0.5) else c(lo, hi),
+    ylim = c(0, 1.05 * max(h$density, mixture, na.rm = TRUE)), ...
   )
   cols <- grDevices::hcl.colors(max(ncol(comp), 2L), "Dark 3")
-  graphics::lines(grid, mixture, col = "navy", lwd = 2)
+  dots <- counts && length(grid) <= 100L # the probabilities of a few counts as points
+  type <- if (dots) "b" else "l"
+  graphics::lines(grid, mixture, col = "navy", lwd = 2, type = type, pch = 19, cex = 0.7)
   for (j in seq_len(ncol(comp))) {
-    graphics::lines(grid, comp[, j], col = cols[j], lwd = 1.5, lty = 2)
+    graphics::lines(grid, comp[, j], col = cols[j], lwd = 1.5, lty = 2, type = type, pch = 1,
+                    cex = 0.7)
   }
   if (isTRUE(legend)) {
     rows <- x$components[x$components$dataset == dataset, , drop = FALSE]
@@ -410,7 +428,8 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
         sprintf("component %d (weight %.2f)", seq_len(ncol(comp)), weights)),
       col = c("grey60", "navy", cols[seq_len(ncol(comp))]),
       lty = c(NA, 1, rep(2, ncol(comp))), lwd = c(NA, 2, rep(1.5, ncol(comp))),
-      pch = c(15, NA, rep(NA, ncol(comp))), pt.cex = 2
+      pch = c(15, if (dots) c(19, rep(1, ncol(comp))) else rep(NA, ncol(comp) + 1L)),
+      pt.cex = c(2, rep(if (dots) 0.7 else 2, ncol(comp) + 1L))
     )
   }
   invisible(x)

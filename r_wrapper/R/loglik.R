@@ -131,6 +131,7 @@ loglik_blocks <- function(family) {
     invgauss = "weight, mu and lambda, vectors of one value per component",
     gaussian = paste0("weight, a vector of one value per component, and mean and var, ",
                       "components x dimensions matrices"),
+    poisson = "weight and rate, vectors of one value per component",
     hmm = paste0("startprob, transmat and the emission's emissionprob (categorical), means ",
                  "and vars (gaussian) or lambdas (poisson), in hmmlearn's shapes as ",
                  "hmm_params() returns them"),

@@ -4,7 +4,7 @@
 # back in a new session keeps working.
 
 # The families whose densities the R side computes from the components table.
-mixture_families <- c("invgauss", "gaussian")
+mixture_families <- c("invgauss", "gaussian", "poisson")
 
 # Free parameters of one dataset's model, from the summary (aic = -2 loglik + 2 df).
 # each = TRUE: one per dataset (NA where none was fitted), as for a grid fit,
@@ -289,7 +289,8 @@ dataset_label <- function(id) {
 dataset_components <- function(fit, dataset) {
   family <- attr(fit, "family")
   if (!family %in% mixture_families) {
-    stop("This works on inverse-Gaussian and Gaussian mixtures; this fit is of family \"",
+    stop("This works on inverse-Gaussian, Gaussian and Poisson mixtures; this fit is of ",
+      "family \"",
       family, "\".",
       call. = FALSE
     )
@@ -352,6 +353,23 @@ log_terms <- function(fit, dataset, x) {
       base[, j] <- log(rows$weight[j]) + 0.5 * (log(lam) - log(2 * pi) - 3 * log(v))
       logq[, j] <- log(lam) + 2 * log(abs(v - mu)) - log(2) - 2 * log(mu) - log(v)
     }
+  } else if (identical(family, "poisson")) {
+    v <- x[, 1L]
+    v[!(is.finite(v) & v >= 0 & v == floor(v))] <- NA # no probability off the counts 0, 1, 2, ...
+    pos <- !is.na(v) & v > 0
+    safe <- ifelse(pos, v, 1)
+    xlogx <- ifelse(pos, v * log(safe), 0)
+    for (j in seq_len(m)) {
+      rate <- rows$rate[j]
+      # base - q = log w + x log(rate) - rate - log x!, with q = rate - x + x log(x / rate)
+      # >= 0 written centred (u = (rate - x) / x), as Python's family: accurate where
+      # x log(rate) and rate cancel
+      base[, j] <- log(rows$weight[j]) + xlogx - v - lgamma(v + 1)
+      u <- (rate - v) / safe
+      q <- ifelse(pos, safe * (u - log1p(u)), rate)
+      q[is.na(v)] <- NA
+      logq[, j] <- log(pmax(q, 0))
+    }
   } else {
     for (j in seq_len(m)) {
       q <- numeric(n)
@@ -373,8 +391,8 @@ log_terms <- function(fit, dataset, x) {
 # Posterior probabilities of the components (rows sum to 1). Where every
 # component's density underflows, the limit: the components with the
 # smallest quadratic term share the point in proportion to exp(base); where
-# the density is undefined everywhere (x <= 0 for the inverse Gaussian),
-# equal shares.
+# the density is undefined everywhere (x <= 0 for the inverse Gaussian, a value
+# other than a count 0, 1, 2, ... for the Poisson), equal shares.
 posterior <- function(base, logq) {
   lc <- base - exp(logq)
   lc[is.na(lc)] <- -Inf
