@@ -113,11 +113,13 @@ CONSTRAINTS = ("real", "positive", "simplex", "substochastic")
 
 class Axis(NamedTuple):
     """An axis of a parameter block: its name, its length, and the number of its first
-    entry in table columns (``mean_1``, ``prob_0``)."""
+    entry in table columns (``mean_1``, ``prob_0``), or each entry's label there
+    (``labels``: a packed triangle's ``1_1``, ``2_1``...)."""
 
     name: str
     length: int
     first: int = 1
+    labels: tuple | None = None
 
 
 class Block(NamedTuple):
@@ -163,7 +165,8 @@ class Block(NamedTuple):
         name = self.column or self.name
         labels = [name]
         for a in self.axes[skip:]:
-            labels = [f"{lab}_{a.first + i}" for lab in labels for i in range(a.length)]
+            tags = a.labels or [a.first + i for i in range(a.length)]
+            labels = [f"{lab}_{t}" for lab in labels for t in tags]
         return labels
 
 

@@ -73,11 +73,12 @@ def component_densities(result: FitResult, dataset: Any, x: Any, dim: int = 0) -
         logc = fam.log_components(x, result._get(dataset)[0], M)
     else:
         p = result.params(dataset)
-        if not {"weight", "mean", "var"} <= set(p):
+        if not {"weight", "mean"} <= set(p) or not {"var", "cov"} & set(p):
             raise NotImplementedError(f"no marginal densities for the {result.family!r} family.")
         if not 0 <= dim < result.n_dims:
             raise ValueError(f"dim = {dim}; expected 0 <= dim < {result.n_dims} (n_dims).")
-        mean, var = p["mean"][:, dim], p["var"][:, dim]
+        mean = p["mean"][:, dim]  # (a full covariance: its packed lower triangle's (dim, dim))
+        var = p["var"][:, dim] if "var" in p else p["cov"][:, dim * (dim + 3) // 2]
         logc = (np.log(p["weight"]) - 0.5 * np.log(2 * np.pi * var)
                 - 0.5 * (x[:, None] - mean) ** 2 / var)
     with np.errstate(over="ignore"):

@@ -33,7 +33,7 @@ What the engines rely on besides the signatures:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -127,6 +127,9 @@ class Family:
         over ``t`` is innermost and vectorises (:func:`.fused.make_pass`,
         ``tile``); None: the per-observation hooks in a loop, enough when
         they have no loop of their own.
+    variants : dict
+        ``fit(covariance_type=...)``: the family of each covariance type (the Gaussian's
+        ``"diag"``, itself, and ``"full"``); empty: the option is refused.
     discrete : bool
         Values are counts (densities are probabilities at the integers: plots draw them
         there).
@@ -178,24 +181,38 @@ class Family:
     floors: tuple = ()
     reg_floored: str | None = None
     discrete: bool = False
+    variants: dict = field(default_factory=dict, hash=False, compare=False)
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
         """Any accepted input form -> ``(identifier, array)`` pairs (``data.as_datasets``)."""
         from ...data import as_datasets
 
-        if options:
-            raise TypeError(
-                f"unexpected keyword argument(s) {sorted(options)} for the {self.name!r} family; "
-                "mixture families take none beyond bulkem.fit's own."
-            )
+        self._variant(options)
         return as_datasets(datasets, self.ndim, dataset_col, value_col)
 
     def model(self, pairs: list, n_components: int, options: dict):
-        """The :class:`~bulkem.models.mixture.MixtureModel` of ``n_components`` for these data."""
+        """The :class:`~bulkem.models.mixture.MixtureModel` of ``n_components`` for these data
+        (of the family of ``options["covariance_type"]`` where the family has variants)."""
         from .model import MixtureModel
 
         n_dims = 1 if self.ndim == 1 else pairs[0][1].shape[1]
-        return MixtureModel(self, n_components, n_dims)
+        return MixtureModel(self._variant(options), n_components, n_dims)
+
+    def _variant(self, options: dict) -> Family:
+        """The family that ``options`` ask for: this one, or a covariance type's."""
+        extra = sorted(set(options) - ({"covariance_type"} if self.variants else set()))
+        if extra:
+            raise TypeError(
+                f"unexpected keyword argument(s) {extra} for the {self.name!r} family; "
+                + (f"it takes covariance_type ({', '.join(map(repr, self.variants))})."
+                   if self.variants else "mixture families take none beyond bulkem.fit's own."))
+        kind = options.get("covariance_type")
+        if kind is None:
+            return self
+        if kind not in self.variants:
+            raise ValueError(f"covariance_type={kind!r}: expected one of "
+                             f"{', '.join(map(repr, self.variants))}.")
+        return self.variants[kind]
 
     def n_params(self, n_components: int, n_dims: int = 1) -> int:
         """Length of one fit's parameter vector."""

@@ -1,0 +1,138 @@
+"""Full covariance matrices (issue 34, item 1): ``fit(family="gaussian",
+covariance_type="full")`` against scikit-learn's ``GaussianMixture(covariance_type="full")``
+iteration by iteration, on both engines and regimes; EM's properties; bad data; the result
+methods against SciPy."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import SMALL_LARGE
+from scipy import stats
+
+import bulkem
+
+sklearn_mixture = pytest.importorskip("sklearn.mixture")
+
+# Iteration by iteration against plain EM (conftest.plain_em).
+pytestmark = pytest.mark.usefixtures("plain_em")
+
+COVS = [np.array([[1.0, 0.8, 0.1], [0.8, 1.0, 0.0], [0.1, 0.0, 0.5]]),
+        np.array([[0.5, -0.3, 0.0], [-0.3, 0.8, 0.2], [0.0, 0.2, 0.4]])]
+MEANS = [np.zeros(3), np.array([4.0, 1.0, -2.0])]
+
+
+def _data(n, D, seed):
+    rng = np.random.default_rng(seed)
+    k = n * 3 // 5
+    return np.r_[rng.multivariate_normal(MEANS[0][:D], COVS[0][:D, :D], k),
+                 rng.multivariate_normal(MEANS[1][:D], COVS[1][:D, :D], n - k)]
+
+
+def _full(packed, D):
+    """(M, T) packed lower triangles -> (M, D, D)."""
+    lo = np.tril_indices(D)
+    out = np.zeros((len(packed), D, D))
+    out[:, lo[0], lo[1]] = packed
+    return out + np.swapaxes(np.tril(out, -1), 1, 2)
+
+
+def _start(res, d, s, D):
+    sv = res.start_values[(res.start_values.dataset == d) & (res.start_values.start == s)]
+    tri = [f"cov_{p + 1}_{q + 1}" for p in range(D) for q in range(p + 1)]
+    return (sv.weight.to_numpy(), sv[[f"mean_{p + 1}" for p in range(D)]].to_numpy(),
+            _full(sv[tri].to_numpy(), D))
+
+
+@pytest.fixture(params=["bulk", "large"])
+def regime(request, tuning):
+    return tuning.replace(strategy=request.param,
+                          **(SMALL_LARGE if request.param == "large" else {}))
+
+
+@pytest.mark.parametrize("D", [2, 3])
+def test_k_iterations_equal_scikit_learn(backend, regime, D, seed):
+    X = [_data(50, D, seed), _data(40, D, seed + 1)]
+    k = 6
+    res = bulkem.fit(X, family="gaussian", covariance_type="full", n_components=2,
+                     n_starts=2, max_iter=k, tol=0.0, seed=seed, backend=backend, tuning=regime)
+    for row in res.starts.itertuples():
+        w, mu, cov = _start(res, row.dataset, row.start, D)
+        gm = sklearn_mixture.GaussianMixture(2, covariance_type="full", weights_init=w,
+                                             means_init=mu,
+                                             precisions_init=np.linalg.inv(cov), max_iter=k,
+                                             tol=0.0, reg_covar=1e-6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (no convergence in k iterations)
+            gm.fit(X[row.dataset])
+        ref = gm.score(X[row.dataset]) * len(X[row.dataset])
+        assert row.n_iter == k and abs(row.loglik - ref) < 1e-8 * abs(ref), (row.loglik, ref)
+    for s in res.summary.itertuples():
+        w, mu, cov = _start(res, s.dataset, s.best_start, D)
+        gm = sklearn_mixture.GaussianMixture(2, covariance_type="full", weights_init=w,
+                                             means_init=mu,
+                                             precisions_init=np.linalg.inv(cov), max_iter=k,
+                                             tol=0.0, reg_covar=1e-6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gm.fit(X[s.dataset])
+        order = np.argsort(gm.means_[:, 0])
+        got = res.params(s.dataset)
+        assert np.allclose(got["mean"], gm.means_[order], rtol=1e-7, atol=1e-9)
+        assert np.allclose(_full(got["cov"], D), gm.covariances_[order], rtol=1e-7, atol=1e-9)
+
+
+def test_loglik_never_decreases_and_a_fit_from_the_truth_stays(seed):
+    X = _data(400, 3, seed)
+    res = bulkem.fit([X], family="gaussian", covariance_type="full", n_components=2,
+                     n_starts=2, max_iter=40, tol=0.0, seed=seed, backend="cpu", trace=True)
+    step = res.trace.groupby("start").loglik.diff().dropna()
+    assert (step >= -1e-10 * res.trace.loglik.abs().max()).all()
+    big = _data(20_000, 3, seed)
+    tri = np.tril_indices(3)
+    init = {"weight": np.array([0.6, 0.4]), "mean": np.array(MEANS),
+            "cov": np.array([c[tri] for c in COVS])}
+    res = bulkem.fit([big], family="gaussian", covariance_type="full", n_components=2,
+                     n_starts=1, init={k: v[None] for k, v in init.items()}, max_iter=500,
+                     tol=1e-9, backend="cpu")
+    got = res.params(0)
+    assert res.summary.status[0] == "converged"
+    assert np.allclose(got["weight"], init["weight"], atol=0.02)
+    assert np.allclose(got["cov"], init["cov"], atol=0.05)
+
+
+def test_collinear_data_fail_alone_and_the_methods_match_scipy():
+    rng = np.random.default_rng(3)
+    t = rng.normal(size=60)
+    flat = np.c_[t, 2 * t]  # every point on a line: no positive-definite covariance
+    good = _data(300, 2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = bulkem.fit([good, flat], family="gaussian", covariance_type="full",
+                         n_components=2, n_starts=3, seed=1, backend="cpu", reg_covar=0.0)
+    assert res.summary.status[1] == "failed" and res.summary.status[0] == "converged"
+    alone = bulkem.fit([good], family="gaussian", covariance_type="full", n_components=2,
+                       n_starts=3, seed=1, backend="cpu", reg_covar=0.0)
+    assert res.summary.loglik[0] == alone.summary.loglik[0]
+    p = res.params(0)
+    cov = _full(p["cov"], 2)
+    lp = np.log(p["weight"]) + np.stack(
+        [stats.multivariate_normal(p["mean"][m], cov[m]).logpdf(good) for m in range(2)], 1)
+    assert np.allclose(res.score_samples(0, good), np.logaddexp.reduce(lp, axis=1), rtol=1e-10)
+    z = np.exp(lp - np.logaddexp.reduce(lp, axis=1, keepdims=True))
+    assert np.allclose(res.predict_proba(0, good), z, atol=1e-12)
+    draws = res.sample(0, 5000, seed=2)
+    draws = draws[0] if isinstance(draws, tuple) else draws
+    assert draws.shape == (5000, 2) and abs(np.corrcoef(draws.T)[0, 1]
+                                            - np.corrcoef(good.T)[0, 1]) < 0.05
+    assert list(res.components.columns[-3:]) == ["cov_1_1", "cov_2_1", "cov_2_2"]
+
+
+def test_covariance_type_is_checked():
+    X = [_data(50, 2, 1)]
+    with pytest.raises(ValueError, match="covariance_type='tied': expected one of 'diag', 'full'"):
+        bulkem.fit(X, family="gaussian", covariance_type="tied", backend="cpu")
+    with pytest.raises(TypeError, match="covariance_type"):
+        bulkem.fit([np.ones(10)], family="invgauss", covariance_type="full", backend="cpu")
