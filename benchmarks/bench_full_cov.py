@@ -1,0 +1,133 @@
+"""Full covariance mixtures (issue 34): bulkem against scikit-learn in the same run.
+
+    python benchmarks/bench_full_cov.py [--backends cpu,cuda] [--datasets 1000] [--obs 1000]
+                                        [--large-n 230400] [--large-m 32] [--large-d 32]
+
+Two workloads, plain EM for a fixed number of iterations (``tol=0``, ``accel=False``) so
+that both sides do the same work:
+
+* bulk: ``--datasets`` datasets of ``--obs`` points, D = 4, M = 3, ``--starts`` starts,
+  ``--iters`` iterations; bulkem's whole call against ``GaussianMixture(3,
+  covariance_type="full", n_init=starts)`` per dataset in a process pool of one worker per
+  core with one BLAS thread each, and one at a time on one core (``baselines.rates``;
+  ``--baseline-datasets`` of them), in fits per second;
+* large: one dataset of ``--large-n`` points, D = ``--large-d``, M = ``--large-m``, from one
+  start: milliseconds per iteration from two whole calls (``--iters`` and ``2 --iters``
+  iterations: the difference over ``--iters``), against scikit-learn's own fit with its BLAS
+  on every core, timed the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import time
+import warnings
+
+import numpy as np
+from baselines import rates
+
+
+def bulk_batch(n_datasets: int, n: int, D: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_datasets):
+        parts = []
+        for m, k in enumerate((n // 3, n // 3, n - 2 * (n // 3))):
+            A = rng.normal(size=(D, D)) * 0.5
+            parts.append(rng.normal(size=(k, D)) @ A + 3.0 * m)
+        out.append(np.vstack(parts))
+    return out
+
+
+def sk_fit(job: tuple) -> float:
+    from sklearn.mixture import GaussianMixture
+
+    x, M, starts, iters = job
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gm = GaussianMixture(M, covariance_type="full", n_init=starts, max_iter=iters, tol=0.0,
+                             reg_covar=1e-6, init_params="random_from_data",
+                             random_state=0).fit(x)
+    return float(gm.lower_bound_)
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backends", default="cpu")
+    ap.add_argument("--datasets", type=int, default=1000)
+    ap.add_argument("--obs", type=int, default=1000)
+    ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--baseline-datasets", type=int, default=32)
+    ap.add_argument("--large-n", type=int, default=230_400)
+    ap.add_argument("--large-m", type=int, default=32)
+    ap.add_argument("--large-d", type=int, default=32)
+    ap.add_argument("--skip-large", action="store_true")
+    a = ap.parse_args()
+    import bulkem
+
+    kw = dict(family="gaussian", covariance_type="full", tol=0.0, accel=False, progress=False)
+    X = bulk_batch(a.datasets, a.obs, 4)
+    print(f"device: {platform.node()}, {os.cpu_count()} CPUs; {datetime.date.today()}")
+    print(f"bulk: {a.datasets} datasets x {a.obs} points, D = 4, M = 3, {a.starts} starts, "
+          f"{a.iters} iterations (fits/s: datasets x starts / whole-call seconds)")
+    print("| backend | whole call s | fits/s |")
+    print("|---|---|---|")
+    for be in a.backends.split(","):
+        bulkem.fit(X[:2], n_components=3, n_starts=2, max_iter=2, backend=be, **kw)  # compile
+        t = min(timed(lambda be=be: bulkem.fit(X, n_components=3, n_starts=a.starts,
+                                               max_iter=a.iters, seed=1, backend=be, **kw))
+                for _ in range(2))
+        print(f"| {be} | {t:.3f} | {a.datasets * a.starts / t:,.0f} |", flush=True)
+    nb = min(a.baseline_datasets, a.datasets)
+    pool_rate, core_rate, workers, _ = rates(
+        sk_fit, [(X[d], 3, a.starts, a.iters) for d in range(nb)], per_core_jobs=min(4, nb))
+    print(f"scikit-learn GaussianMixture(full), {nb} datasets: pool of {workers} (1 BLAS "
+          f"thread each) {pool_rate * a.starts:,.1f} fits/s; one core {core_rate * a.starts:,.2f}"
+          " fits/s")
+    if a.skip_large:
+        return 0
+    rng = np.random.default_rng(1)
+    N, M, D = a.large_n, a.large_m, a.large_d
+    centres = rng.normal(0, 4, (M, D))
+    big = centres[rng.integers(0, M, N)] + rng.normal(size=(N, D))
+    tri = np.tril_indices(D)
+    init = {"weight": np.full((1, M), 1.0 / M), "mean": big[rng.choice(N, M, replace=False)][None],
+            "cov": np.tile(np.eye(D)[tri], (1, M, 1))}
+    print(f"\nlarge: one dataset, N = {N:,}, D = {D}, M = {M}, one start; ms per iteration from "
+          f"whole calls of {a.iters} and {2 * a.iters} iterations")
+    print("| backend | ms / iteration | whole call of the longer, s |")
+    print("|---|---|---|")
+    for be in a.backends.split(","):
+        def run(k, be=be):
+            return bulkem.fit([big], n_components=M, n_starts=1, init=init, max_iter=k,
+                              backend=be, **kw)
+        run(1)
+        t1, t2 = timed(lambda: run(a.iters)), timed(lambda: run(2 * a.iters))
+        print(f"| {be} | {1e3 * (t2 - t1) / a.iters:.1f} | {t2:.2f} |", flush=True)
+    from sklearn.mixture import GaussianMixture
+
+    prec = np.linalg.inv(np.eye(D))[None].repeat(M, axis=0)
+
+    def sk(k):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            GaussianMixture(M, covariance_type="full", weights_init=init["weight"][0],
+                            means_init=init["mean"][0], precisions_init=prec, max_iter=k,
+                            tol=0.0, reg_covar=1e-6).fit(big)
+    s1, s2 = timed(lambda: sk(a.iters)), timed(lambda: sk(2 * a.iters))
+    print(f"| scikit-learn, BLAS on every core | {1e3 * (s2 - s1) / a.iters:.1f} | {s2:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
