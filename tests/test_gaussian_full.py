@@ -136,3 +136,12 @@ def test_covariance_type_is_checked():
         bulkem.fit(X, family="gaussian", covariance_type="tied", backend="cpu")
     with pytest.raises(TypeError, match="covariance_type"):
         bulkem.fit([np.ones(10)], family="invgauss", covariance_type="full", backend="cpu")
+
+
+@pytest.mark.cuda
+def test_a_fit_too_big_for_a_gpu_thread_says_so():
+    """D = 32, M = 32: 17,952 parameters a fit, beyond a GPU thread's local memory."""
+    X = [np.random.default_rng(0).normal(size=(100, 32))]
+    with pytest.raises(ValueError, match="local memory per GPU thread.*backend='cpu'"):
+        bulkem.fit(X, family="gaussian", covariance_type="full", n_components=32, n_starts=1,
+                   max_iter=1, backend="cuda")

@@ -174,6 +174,8 @@ def _fits_per_block(lanes: int, tuning) -> int:
 
 
 _kernels: dict = {}
+# Local memory a GPU thread may have (CUDA: 512 KiB), less room for the driver's own frames.
+LOCAL_BYTES_MAX = 480 * 1024
 
 
 def kernel(model, dtype, lanes: int = _WARP):
@@ -206,6 +208,13 @@ def kernel(model, dtype, lanes: int = _WARP):
     NP, NS, NT, NC, NK, NX = (max(n, 1) for n in (sz.params, sz.stats, sz.totals, sz.coef,
                                                    sz.work, sz.scratch))
     NB = accel_size(NP)
+    local = 8 * (NP + NT + NC + NS + NB + 2 * (NK + NX))  # bytes of one lane's arrays
+    if local > LOCAL_BYTES_MAX:
+        raise ValueError(
+            f"a fit of {sz.params:,} parameters needs {local / 1024:,.0f} KiB of local memory "
+            f"per GPU thread, more than the {LOCAL_BYTES_MAX // 1024} KiB a thread may have "
+            "(CUDA's limit); fit it on the CPU (backend='cpu'), or with fewer components or "
+            "dimensions.")
     FPB = _fits_per_block(G, tuning)
     cdt = float32 if dtype == np.float32 else float64
     opts = {} if regs is None or SIMULATED else {"max_registers": regs}  # (simulator: no option)
