@@ -166,13 +166,13 @@ class HMMModel(Model):
             if n == 0:
                 problems.append(f"sequence {k} is empty")
                 continue
+            seen = ~np.isnan(u).reshape(n, -1).any(axis=1)  # missing steps: marginalised
+            n_obs += int(seen.sum())
             bad = int(np.count_nonzero(np.isinf(u).reshape(n, -1).any(axis=1)))
             if bad:
                 problems.append(f"sequence {k}: {bad} of {n} observations are infinite "
                                 "(NaN marks a missing one)")
                 continue
-            seen = ~np.isnan(u).reshape(n, -1).any(axis=1)  # missing steps: marginalised
-            n_obs += int(seen.sum())
             u = np.asarray(u).reshape(n, -1)[seen].reshape(-1)
             n = len(u)
             if self.emission.name == "categorical":
