@@ -274,7 +274,8 @@ py_int <- function(x, name, null_ok = FALSE) {
 }
 
 # init = list(weight =, mu =, lambda =) (the family's blocks: weight, rate for a Poisson
-# mixture; weight, mean, var for a Gaussian one): vectors of length M (one start) or
+# mixture; weight, meanlog, varlog for a log-normal one; weight, shape, rate for a gamma
+# one; weight, mean, var for a Gaussian one): vectors of length M (one start) or
 # k x M matrices (k starts, one per row).
 py_init <- function(init, family = "invgauss") {
   if (is.null(init)) {
@@ -288,6 +289,10 @@ py_init <- function(init, family = "invgauss") {
                           "components x dimensions)."),
         poisson = paste0("weight and rate, each a vector (one start) or a matrix with one ",
                          "row per start."),
+        lognormal = paste0("weight, meanlog and varlog, each a vector (one start) or a matrix ",
+                           "with one row per start."),
+        gamma = paste0("weight, shape and rate, each a vector (one start) or a matrix with ",
+                       "one row per start."),
         paste0("weight, mu and lambda, each a vector (one start) or a matrix with one row ",
                "per start.")
       ),

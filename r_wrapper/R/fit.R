@@ -173,8 +173,8 @@ check_mixture_family <- function(family) {
     paste0("Transient Markovian arrival processes are fitted by fit_tmap(data, ",
       "orders = c(1, 2, 3)).")
   }
-  stop("fit_mixture() fits mixtures: family must be \"invgauss\", \"gaussian\" or ",
-    "\"poisson\", got \"",
+  stop("fit_mixture() fits mixtures: family must be \"invgauss\", \"gaussian\", ",
+    "\"poisson\", \"lognormal\" or \"gamma\", got \"",
     family, "\". ", where,
     call. = FALSE
   )

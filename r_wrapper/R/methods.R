@@ -4,7 +4,7 @@
 # back in a new session keeps working.
 
 # The families whose densities the R side computes from the components table.
-mixture_families <- c("invgauss", "gaussian", "poisson")
+mixture_families <- c("invgauss", "gaussian", "poisson", "lognormal", "gamma")
 
 # Free parameters of one dataset's model, from the summary (aic = -2 loglik + 2 df).
 # each = TRUE: one per dataset (NA where none was fitted), as for a grid fit,
@@ -289,8 +289,8 @@ dataset_label <- function(id) {
 dataset_components <- function(fit, dataset) {
   family <- attr(fit, "family")
   if (!family %in% mixture_families) {
-    stop("This works on inverse-Gaussian, Gaussian and Poisson mixtures; this fit is of ",
-      "family \"",
+    stop("This works on inverse-Gaussian, Gaussian, Poisson, log-normal and gamma mixtures; ",
+      "this fit is of family \"",
       family, "\".",
       call. = FALSE
     )
@@ -370,6 +370,30 @@ log_terms <- function(fit, dataset, x) {
       q[is.na(v)] <- NA
       logq[, j] <- log(pmax(q, 0))
     }
+  } else if (identical(family, "lognormal")) {
+    v <- x[, 1L]
+    v[!(v > 0)] <- NA # no density at x <= 0
+    y <- log(v)
+    for (j in seq_len(m)) {
+      var <- rows$varlog[j]
+      # the Gaussian's of log x, less log x (the Jacobian) in base, as Python's family
+      base[, j] <- log(rows$weight[j]) - 0.5 * log(2 * pi * var) - y
+      logq[, j] <- 2 * log(abs(y - rows$meanlog[j])) - log(2) - log(var)
+    }
+  } else if (identical(family, "gamma")) {
+    v <- x[, 1L]
+    v[!(v > 0)] <- NA # no density at x <= 0
+    for (j in seq_len(m)) {
+      a <- rows$shape[j]
+      b <- rows$rate[j]
+      # base - q = log w + a log b - lgamma(a) + (a - 1) log x - b x, with
+      # base = log w - lgamma(a) + a log a - a - log x and q = a (u - 1 - log u) >= 0,
+      # u = b x / a, centred at the component's mean as Python's family
+      base[, j] <- log(rows$weight[j]) - lgamma(a) + a * log(a) - a - log(v)
+      u <- b * v / a
+      q <- a * ifelse(u >= 0.5, (u - 1) - log1p(u - 1), u - 1 - (log(b / a) + log(v)))
+      logq[, j] <- log(pmax(q, 0))
+    }
   } else {
     for (j in seq_len(m)) {
       q <- numeric(n)
@@ -391,8 +415,8 @@ log_terms <- function(fit, dataset, x) {
 # Posterior probabilities of the components (rows sum to 1). Where every
 # component's density underflows, the limit: the components with the
 # smallest quadratic term share the point in proportion to exp(base); where
-# the density is undefined everywhere (x <= 0 for the inverse Gaussian, a value
-# other than a count 0, 1, 2, ... for the Poisson), equal shares.
+# the density is undefined everywhere (x <= 0 for the inverse Gaussian, log-normal
+# and gamma, a value other than a count 0, 1, 2, ... for the Poisson), equal shares.
 posterior <- function(base, logq) {
   lc <- base - exp(logq)
   lc[is.na(lc)] <- -Inf

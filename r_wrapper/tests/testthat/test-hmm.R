@@ -133,11 +133,13 @@ test_that("a long data.frame gives the fits of the list, named by its labels", {
 test_that("sequences given by position are numbered from 1, in tables and errors", {
   skip_if_no_bulkem()
   data <- hmm_data()
-  x <- c(data$r, list(list(c(0, 1, 2, 1), numeric(0), c(1, NA, 2))))
+  # (an NA step is a missing observation, marginalised; an infinite one is invalid)
+  x <- c(data$r, list(list(c(0, 1, 2, 1), numeric(0), c(1, Inf, 2))))
   expect_warning(fit <- fit_hmm(x, 2, symbols = 3, starts = 2, seed = 1, backend = "cpu"),
                  "1 of 3 datasets are invalid")
-  expect_identical(fit$summary$message[3],
-                   "sequence 2 is empty; sequence 3: 1 of 3 observations are NaN or infinite")
+  expect_identical(fit$summary$message[3], paste0(
+    "sequence 2 is empty; sequence 3: 1 of 3 observations are infinite (NaN marks a ",
+    "missing one)"))
   expect_true(is.na(fit$summary$best_start[3]))
   expect_true(is.na(fit$summary$n_iter[3]))
   expect_false(3L %in% fit$components$dataset)
