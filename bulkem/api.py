@@ -400,8 +400,9 @@ def fit(
         Gaussian family: added to every variance in each M-step (as in
         scikit-learn), so that no component shrinks onto a single point.
         Ignored by the inverse-Gaussian family.  The Gaussian family's option
-        ``covariance_type`` is ``"diag"`` (default: ``var`` per dimension) or
-        ``"full"`` (``cov``: each component's lower triangle, row by row).
+        ``covariance_type`` is ``"diag"`` (default: ``var`` per dimension),
+        ``"full"`` (``cov``: each component's lower triangle, row by row) or
+        ``"spherical"`` (one ``var`` per component).
     init_method : {"subset", "kmeans++"} or None
         How random starts are drawn, each determined by (seed, dataset
         values, start number) alone.  "subset": each component starts from

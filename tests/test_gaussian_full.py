@@ -1,7 +1,7 @@
-"""Full covariance matrices (issue 34, item 1): ``fit(family="gaussian",
-covariance_type="full")`` against scikit-learn's ``GaussianMixture(covariance_type="full")``
-iteration by iteration, on both engines and regimes; EM's properties; bad data; the result
-methods against SciPy."""
+"""Covariance types (issue 34, item 1): ``fit(family="gaussian", covariance_type="full")``
+and ``"spherical"`` against scikit-learn's ``GaussianMixture`` of the same type iteration by
+iteration, on both engines and regimes; EM's properties; bad data; the result methods
+against SciPy."""
 
 from __future__ import annotations
 
@@ -130,9 +130,35 @@ def test_collinear_data_fail_alone_and_the_methods_match_scipy():
     assert list(res.components.columns[-3:]) == ["cov_1_1", "cov_2_1", "cov_2_2"]
 
 
+@pytest.mark.parametrize("D", [1, 3])
+def test_spherical_k_iterations_equal_scikit_learn(backend, regime, D, seed):
+    X = [_data(50, D, seed), _data(40, D, seed + 1)]
+    k = 6
+    res = bulkem.fit(X, family="gaussian", covariance_type="spherical", n_components=2,
+                     n_starts=2, max_iter=k, tol=0.0, seed=seed, backend=backend, tuning=regime)
+    assert list(res.components.columns[-2:]) == [f"mean_{D}", "var"]
+    for row in res.starts.itertuples():
+        sv = res.start_values[(res.start_values.dataset == row.dataset)
+                              & (res.start_values.start == row.start)]
+        gm = sklearn_mixture.GaussianMixture(
+            2, covariance_type="spherical", weights_init=sv.weight.to_numpy(),
+            means_init=sv[[f"mean_{p + 1}" for p in range(D)]].to_numpy(),
+            precisions_init=1.0 / sv["var"].to_numpy(), max_iter=k, tol=0.0, reg_covar=1e-6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gm.fit(X[row.dataset])
+        ref = gm.score(X[row.dataset]) * len(X[row.dataset])
+        assert row.n_iter == k and abs(row.loglik - ref) < 1e-8 * abs(ref), (row.loglik, ref)
+        if row.start == res.summary.best_start[row.dataset]:
+            got = res.params(row.dataset)
+            order = np.argsort(gm.means_[:, 0])
+            assert np.allclose(got["var"], gm.covariances_[order], rtol=1e-7)
+
+
 def test_covariance_type_is_checked():
     X = [_data(50, 2, 1)]
-    with pytest.raises(ValueError, match="covariance_type='tied': expected one of 'diag', 'full'"):
+    with pytest.raises(ValueError, match="covariance_type='tied': expected one of 'diag', "
+                                         "'full', 'spherical'"):
         bulkem.fit(X, family="gaussian", covariance_type="tied", backend="cpu")
     with pytest.raises(TypeError, match="covariance_type"):
         bulkem.fit([np.ones(10)], family="invgauss", covariance_type="full", backend="cpu")

@@ -24,7 +24,7 @@ GOOD = demo(1, 60, 5)[0]
         (dict(n_starts=0), ValueError, "n_starts must be >= 1"),
         (dict(max_iter=-1), ValueError, "max_iter must be >= 0"),
         (dict(tol=-1.0), ValueError, "tol must be a number >= 0"),
-        (dict(family="gamma"), ValueError, "unknown family 'gamma'"),
+        (dict(family="weibull"), ValueError, "unknown family 'weibull'"),
         (dict(backend="tpu"), ValueError, "unknown backend 'tpu'"),
         (dict(dtype="float16"), ValueError, "unknown dtype 'float16'"),
         (dict(seed=-3), ValueError, "seed must be >= 0"),

@@ -78,7 +78,10 @@ def component_densities(result: FitResult, dataset: Any, x: Any, dim: int = 0) -
         if not 0 <= dim < result.n_dims:
             raise ValueError(f"dim = {dim}; expected 0 <= dim < {result.n_dims} (n_dims).")
         mean = p["mean"][:, dim]  # (a full covariance: its packed lower triangle's (dim, dim))
-        var = p["var"][:, dim] if "var" in p else p["cov"][:, dim * (dim + 3) // 2]
+        if "var" in p:  # (per dimension, or one per component: spherical)
+            var = p["var"][:, dim] if p["var"].ndim == 2 else p["var"]
+        else:
+            var = p["cov"][:, dim * (dim + 3) // 2]
         logc = (np.log(p["weight"]) - 0.5 * np.log(2 * np.pi * var)
                 - 0.5 * (x[:, None] - mean) ** 2 / var)
     with np.errstate(over="ignore"):

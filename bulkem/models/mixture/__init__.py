@@ -1,7 +1,8 @@
 """Finite mixtures: a family's per-observation math, the fused E-step, the mixture model.
 
 * :mod:`.family`: what a component family supplies (:class:`Family`);
-* :mod:`.invgauss`, :mod:`.gaussian` (and :mod:`.gaussian_full`), :mod:`.poisson`,
+* :mod:`.invgauss`, :mod:`.gaussian` (and :mod:`.gaussian_full`,
+  :mod:`.gaussian_spherical`), :mod:`.poisson`,
   :mod:`.lognormal`, :mod:`.gamma`: the families;
 * :mod:`.fused`: the E-step over a fit's observations;
 * :mod:`.model`: a mixture as a model of the EM driver.
@@ -15,18 +16,20 @@ from .family import Family
 from .gamma import FAMILY as GAMMA
 from .gaussian import FAMILY as GAUSSIAN
 from .gaussian_full import FAMILY as GAUSSIAN_FULL
+from .gaussian_spherical import FAMILY as GAUSSIAN_SPHERICAL
 from .invgauss import FAMILY as INVGAUSS
 from .lognormal import FAMILY as LOGNORMAL
 from .model import MixtureModel
 from .poisson import FAMILY as POISSON
 
-# fit(family="gaussian", covariance_type=...): "diag" (the default) or "full"
-GAUSSIAN.variants.update({"diag": GAUSSIAN, "full": GAUSSIAN_FULL})
+# fit(family="gaussian", covariance_type=...): "diag" (the default), "full" or "spherical"
+GAUSSIAN.variants.update({"diag": GAUSSIAN, "full": GAUSSIAN_FULL,
+                          "spherical": GAUSSIAN_SPHERICAL})
 
 MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN,
                                        POISSON.name: POISSON, LOGNORMAL.name: LOGNORMAL,
                                        GAMMA.name: GAMMA}
 
 __all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAMMA", "GAUSSIAN", "GAUSSIAN_FULL",
-           "INVGAUSS",
+           "GAUSSIAN_SPHERICAL", "INVGAUSS",
            "LOGNORMAL", "POISSON"]
