@@ -79,6 +79,11 @@ def test_fit_gaussian_long_table(tmp_path):
     assert list(comp.columns) == ["dataset", "component", "weight", "mean_1", "mean_2", "var_1",
                                   "var_2"]
     assert np.allclose(sorted(comp.mean_1), [0, 6], atol=0.6)
+    assert main(["fit", str(src), "--family", "gaussian", "--covariance-type", "full",
+                 "--components", "2", "--starts", "2", "--out", str(out), "--backend", "cpu",
+                 "--quiet"]) == 0
+    comp = pd.read_csv(tmp_path / "g_fits.components.csv")
+    assert list(comp.columns)[-3:] == ["cov_1_1", "cov_2_1", "cov_2_2"]
 
 
 def test_parquet_out_writes_parquet_for_every_table(tmp_path, capsys):
@@ -261,5 +266,7 @@ def test_family_options_of_another_family_or_missing_are_refused(tmp_path, capsy
     assert main([*argv, "--order", "2"]) == 2
     assert ("--order is an option of --family ar, not of --family invgauss"
             in capsys.readouterr().err)
+    assert main([*argv, "--covariance-type", "full"]) == 2
+    assert "--covariance-type is an option of --family gaussian" in capsys.readouterr().err
     assert main([*argv, "--family", "hmm", "--orders", "1", "2", "--chunk-datasets", "1"]) == 2
     assert "--orders is an option of --family tmap" in capsys.readouterr().err

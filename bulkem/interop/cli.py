@@ -155,6 +155,7 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 # The family options of `bulkem fit`: option -> (the families that take it, bulkem.fit's name).
 FAMILY_OPTIONS = {
+    "covariance_type": (("gaussian",), "covariance_type"),
     "emission": (("hmm",), "emission"),
     "symbols": (("hmm",), "n_symbols"),
     "sequence_col": (("hmm",), "sequence_col"),
@@ -164,8 +165,8 @@ FAMILY_OPTIONS = {
     "series_col": (("ar", "local_level"), "series_col"),
 }
 # Their defaults: an option left at its default is not refused for another family.
-_DEFAULTS = {"emission": "gaussian", "sequence_col": "sequence", "run_col": "run",
-             "series_col": "series"}
+_DEFAULTS = {"covariance_type": "diag", "emission": "gaussian", "sequence_col": "sequence",
+             "run_col": "run", "series_col": "series"}
 # Python's names in bulkem.fit's messages -> the command line's.
 CLI_TERMS = (("dataset_col=", "--dataset-col"), ("value_col=", "--value-col"),
              ("sequence_col=", "--sequence-col"), ("series_col=", "--series-col"),
@@ -308,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--value-col", default="value", metavar="NAME",
                    help="column of the values (gaussian: all other columns when there is "
                    "no such column)")
+    f.add_argument("--covariance-type", choices=["diag", "full", "spherical"], default="diag",
+                   help="gaussian: the components' covariance matrices")
     f.add_argument("--emission", choices=["categorical", "gaussian", "poisson"],
                    default="gaussian", help="hmm: the states' emission distribution")
     f.add_argument("--symbols", type=_at_least(1), default=None, metavar="V",
