@@ -60,7 +60,7 @@ NOT_COMPARED = ("backend", "progress", "strict", "tuning", "criterion")
 # Arguments bulkem.fit gained after checkpoints were first written, with their defaults: left
 # out of the manifest at those values, so that a run written before them resumes.
 LATER_DEFAULTS = {"bootstrap": 0, "bootstrap_level": 0.95, "reorder": True, "accel": None,
-                  "rtol": None}
+                  "rtol": None, "covariance_type": "diag"}
 # Warnings of bulkem.fit that a chunked run replaces by one for the whole run.
 _BATCH_WARNINGS = ("datasets are invalid and were not fitted", "have no usable start")
 
