@@ -275,18 +275,24 @@ py_int <- function(x, name, null_ok = FALSE) {
 
 # init = list(weight =, mu =, lambda =) (the family's blocks: weight, rate for a Poisson
 # mixture; weight, meanlog, varlog for a log-normal one; weight, shape, rate for a gamma
-# one; weight, mean, var for a Gaussian one): vectors of length M (one start) or
-# k x M matrices (k starts, one per row).
-py_init <- function(init, family = "invgauss") {
+# one; weight, mean, var for a Gaussian one, weight, mean, cov with full covariance
+# matrices, weight, mean and var (one per component) with spherical ones): vectors of
+# length M (one start) or k x M matrices (k starts, one per row); a Gaussian's mean, var
+# (diagonal) and cov (full: each component's lower triangle, row by row, as the columns
+# cov_1_1, cov_2_1, cov_2_2, ...) M x D (M x T) matrices or k x M x D (k x M x T) arrays.
+# cov may also be a list of M covariance matrices (D x D, symmetric), or a list of k such
+# lists (see py_cov_block()).
+py_init <- function(init, family = "invgauss", covariance_type = NULL) {
   if (is.null(init)) {
     return(NULL)
+  }
+  if (identical(family, "gaussian") && is.null(covariance_type)) {
+    covariance_type <- "diag"
   }
   if (is.data.frame(init) || !is.list(init) || is.null(names(init))) {
     stop(
       "`init` must be a named list with elements ", switch(family,
-        gaussian = paste0("weight (a vector, one start, or a matrix with one row per start), ",
-                          "mean and var (components x dimensions matrices, or arrays starts x ",
-                          "components x dimensions)."),
+        gaussian = init_gaussian_text(covariance_type),
         poisson = paste0("weight and rate, each a vector (one start) or a matrix with one ",
                          "row per start."),
         lognormal = paste0("weight, meanlog and varlog, each a vector (one start) or a matrix ",
@@ -299,6 +305,9 @@ py_init <- function(init, family = "invgauss") {
       call. = FALSE
     )
   }
+  if (identical(covariance_type, "full") && is.list(init$cov)) {
+    init$cov <- py_cov_block(init$cov, "init$cov", starts = TRUE)
+  }
   out <- lapply(init, function(v) {
     if (is.array(v) && is.numeric(v)) { # matrices and arrays, in numpy's row-major order
       flat <- py_float_array(as.vector(aperm(v)))
@@ -310,4 +319,84 @@ py_init <- function(init, family = "invgauss") {
     }
   })
   reticulate::py_dict(names(init), unname(out))
+}
+
+# What init of a Gaussian mixture holds, by covariance type (for the message).
+init_gaussian_text <- function(covariance_type) {
+  weight <- "weight (a vector, one start, or a matrix with one row per start), "
+  switch(if (is.null(covariance_type)) "diag" else covariance_type,
+    full = paste0(weight, "mean (a components x dimensions matrix, or an array starts x ",
+                  "components x dimensions) and cov (the covariance matrices: a components ",
+                  "x D(D+1)/2 matrix of their lower triangles row by row, as the columns ",
+                  "cov_1_1, cov_2_1, cov_2_2, ..., or an array starts x components x ",
+                  "D(D+1)/2; or a list of the components' D x D matrices, or a list of such ",
+                  "lists, one per start)."),
+    spherical = paste0(weight, "mean (a components x dimensions matrix, or an array starts x ",
+                       "components x dimensions) and var (one variance per component: a ",
+                       "vector, or a matrix with one row per start)."),
+    paste0(weight, "mean and var (components x dimensions matrices, or arrays starts x ",
+           "components x dimensions).")
+  )
+}
+
+# The cov block of a Gaussian mixture with full covariance matrices given as R
+# matrices -> the layout Python takes, each component's lower triangle row by row
+# (lower_rows()): a list of M symmetric D x D matrices -> an M x T matrix (T = D (D + 1)
+# / 2); with starts = TRUE (init), a list of k such lists -> a k x M x T array. Any other
+# value is returned as it is (numbers in Python's layout already; Python checks them).
+py_cov_block <- function(v, arg, starts = FALSE) {
+  if (!is.list(v) || is.data.frame(v) || length(v) == 0L) {
+    return(v)
+  }
+  nested <- vapply(v, is.list, logical(1))
+  if (starts && all(nested)) { # one list of matrices per start
+    sets <- lapply(seq_along(v), function(s) {
+      py_cov_block(v[[s]], paste0(arg, "[[", s, "]]"))
+    })
+    dims <- lapply(sets, dim)
+    if (length(unique(dims)) != 1L) {
+      stop(arg, " is a list of ", length(v), " starts whose covariance matrices differ in ",
+        "number or size; give every start one D x D matrix per component.",
+        call. = FALSE
+      )
+    }
+    out <- array(0, c(length(sets), dims[[1L]]))
+    for (s in seq_along(sets)) {
+      out[s, , ] <- sets[[s]]
+    }
+    return(out)
+  }
+  form <- paste0(" must be a covariance matrix (a symmetric D x D numeric matrix), one per ",
+                 "component")
+  D <- NULL
+  rows <- lapply(seq_along(v), function(j) {
+    S <- v[[j]]
+    where <- paste0(arg, "[[", j, "]]")
+    if (!is.matrix(S) || !is.numeric(S) || nrow(S) != ncol(S)) {
+      got <- if (is.matrix(S)) {
+        sprintf("a %d x %d %s matrix", nrow(S), ncol(S), typeof(S))
+      } else {
+        paste0("a ", class(S)[1L])
+      }
+      stop(where, form, if (starts) " (or, for several starts, a list of such lists)",
+        "; got ", got, ".",
+        call. = FALSE
+      )
+    }
+    if (is.null(D)) {
+      D <<- nrow(S)
+    } else if (nrow(S) != D) {
+      stop(where, " is ", nrow(S), " x ", nrow(S), " but ", arg, "[[1]] is ", D, " x ", D,
+        "; every component's covariance matrix has the data's dimensions.",
+        call. = FALSE
+      )
+    }
+    if (!isSymmetric(unname(S))) {
+      stop(where, " is not symmetric; a covariance matrix is (S[i, j] == S[j, i]).",
+        call. = FALSE
+      )
+    }
+    lower_rows(S)
+  })
+  matrix(unlist(rows), nrow = length(rows), byrow = TRUE)
 }

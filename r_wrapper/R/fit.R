@@ -7,10 +7,11 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
                      init_method = NULL, checkpoint = NULL, se = FALSE,
                      criterion = "bic", bootstrap = 0, bootstrap_level = 0.95,
-                     accel = NULL) {
+                     accel = NULL, covariance_type = NULL) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   check_mixture_family(family)
+  covariance_type <- check_covariance_type(covariance_type, family)
   one_string(dataset_col, "dataset_col")
   if (!is.character(value_col) || length(value_col) < 1L || anyNA(value_col)) {
     stop("`value_col` must name one column (or, for family = \"gaussian\", several), got ",
@@ -51,7 +52,12 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
       call. = FALSE
     )
   }
-  result <- py_call(
+  # covariance_type only for the other types: a diagonal fit makes the call (and its
+  # checkpoint records the arguments) of the versions before covariance_type
+  options <- if (!is.null(covariance_type) && !identical(covariance_type, "diag")) {
+    list(covariance_type = covariance_type)
+  }
+  result <- do.call(py_call, c(list(
     module$fit,
     data$py,
     family = family,
@@ -62,7 +68,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     seed = checkpoint_seed(seed, cp),
     backend = backend,
     dtype = dtype,
-    init = py_init(init, family),
+    init = py_init(init, family, covariance_type),
     strict = isTRUE(strict),
     progress = isTRUE(progress),
     dataset_col = dataset_col,
@@ -74,9 +80,10 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
     criterion = criterion,
     bootstrap = n_boot,
     bootstrap_level = as.double(bootstrap_level),
-    accel = accel,
-    .terms = list(ids = data$ids, interface = interface)
-  )
+    accel = accel),
+    options,
+    list(.terms = list(ids = data$ids, interface = interface))
+  ))
   list(py = result, ids = data$ids, checkpoint = checkpoint_done(cp))
 }
 
@@ -156,6 +163,70 @@ check_accel <- function(accel) {
     )
   }
   accel
+}
+
+# The Gaussian family's covariance types (fit_mixture(covariance_type = )): "diag"
+# (a variance per dimension, the default), "full" (a covariance matrix per component)
+# and "spherical" (one variance per component).
+covariance_types <- c("diag", "full", "spherical")
+
+# covariance_type of fit_mixture(), checked against the family: NULL (not given),
+# "diag", "full" or "spherical" for the Gaussian family. Returns the type (NULL
+# for the other families, "diag" for a Gaussian fit that did not say).
+check_covariance_type <- function(covariance_type, family) {
+  gaussian <- identical(family, "gaussian")
+  if (is.null(covariance_type)) {
+    return(if (gaussian) "diag")
+  }
+  if (!is.character(covariance_type) || length(covariance_type) != 1L ||
+    is.na(covariance_type) || !covariance_type %in% covariance_types) {
+    stop("`covariance_type` must be \"diag\" (a variance per dimension, the default), ",
+      "\"full\" (a covariance matrix per component) or \"spherical\" (one variance per ",
+      "component), got ", paste(deparse(covariance_type), collapse = ""), ".",
+      call. = FALSE
+    )
+  }
+  if (!gaussian) {
+    stop("`covariance_type` is an option of the Gaussian family (family = \"gaussian\"); ",
+      "family = \"", family, "\" has no covariance matrix. Leave covariance_type out, or ",
+      "pass family = \"gaussian\".",
+      call. = FALSE
+    )
+  }
+  covariance_type
+}
+
+# Python's name of a mixture fit's family -> list(family =, covariance_type =): the
+# families of the Gaussian covariance types ("gaussian_full", "gaussian_spherical", as
+# FitResult.family names them) are family "gaussian" with their type, "gaussian" itself
+# is "diag"; the other families have no covariance type (NULL).
+split_family <- function(name) {
+  if (is.character(name) && length(name) == 1L &&
+    name %in% paste0("gaussian_", setdiff(covariance_types, "diag"))) {
+    return(list(family = "gaussian", covariance_type = sub("^gaussian_", "", name)))
+  }
+  list(family = name, covariance_type = if (identical(name, "gaussian")) "diag")
+}
+
+# A mixture fit's family and covariance type (list(family =, covariance_type =)):
+# the attributes "family" and "covariance_type" (a fit saved before covariance types
+# has no "covariance_type": its Gaussian fits are "diag").
+fit_family <- function(fit) {
+  out <- split_family(attr(fit, "family"))
+  type <- attr(fit, "covariance_type")
+  if (identical(out$family, "gaussian") && !is.null(type)) {
+    out$covariance_type <- type
+  }
+  out
+}
+
+# What print() adds to "gaussian mixture" for a covariance type other than "diag".
+covariance_text <- function(covariance_type) {
+  switch(if (is.null(covariance_type)) "" else covariance_type,
+    full = " (full covariance matrices)",
+    spherical = " (spherical covariances)",
+    ""
+  )
 }
 
 # The families fit_mixture() serves; the others are refused with the R
@@ -252,13 +323,15 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         progress = FALSE, dataset_col = "dataset", value_col = "value",
                         reg_covar = 1e-6, init_method = NULL, checkpoint = NULL,
                         se = FALSE, criterion = "bic", bootstrap = 0,
-                        bootstrap_level = 0.95, accel = NULL) {
+                        bootstrap_level = 0.95, accel = NULL,
+                        covariance_type = c("diag", "full", "spherical")) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
     dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
     init_method = init_method, checkpoint = checkpoint, se = se, criterion = criterion,
-    bootstrap = bootstrap, bootstrap_level = bootstrap_level, accel = accel
+    bootstrap = bootstrap, bootstrap_level = bootstrap_level, accel = accel,
+    covariance_type = if (!missing(covariance_type)) covariance_type
   )
   fit <- mixture_fit(run$py, list(ids = run$ids, se = se, criterion = criterion,
                                   bootstrap = bootstrap, bootstrap_level = bootstrap_level),
@@ -273,12 +346,16 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
 # call knew besides the result.
 mixture_fit <- function(py, how, checkpoint = NULL) {
   grid <- py_grid(py, how)
+  # a Gaussian fit: family "gaussian" and its covariance type (Python's family objects
+  # "gaussian_full" and "gaussian_spherical")
+  family <- split_family(reticulate::py_to_r(py$family))
   structure(
     r_tables(py, how$ids, grid = grid),
     class = "bulkem_fit",
     backend = reticulate::py_to_r(py$backend),
     seed = as.numeric(reticulate::py_str(py$seed)),
-    family = reticulate::py_to_r(py$family),
+    family = family$family,
+    covariance_type = family$covariance_type,
     n_components = if (is.null(grid)) reticulate::py_to_r(py$n_components) else grid$sizes,
     n_dims = as.integer(reticulate::py_to_r(py$n_dims)),
     elapsed = reticulate::py_to_r(py$elapsed),
@@ -301,10 +378,11 @@ print.bulkem_fit <- function(x, ...) {
   } else {
     grid_heading(grid)
   }
+  family <- fit_family(x)
   cat(sprintf(
-    "bulkem fit: %s mixture, %s, %d dataset%s, backend %s, seed %.0f, %.3g s\n",
-    attr(x, "family"), size, nrow(s), if (nrow(s) == 1L) "" else "s",
-    attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")
+    "bulkem fit: %s mixture%s, %s, %d dataset%s, backend %s, seed %.0f, %.3g s\n",
+    family$family, covariance_text(family$covariance_type), size, nrow(s),
+    if (nrow(s) == 1L) "" else "s", attr(x, "backend"), attr(x, "seed"), attr(x, "elapsed")
   ))
   print_grid(x)
   cat("status:", paste(names(counts), counts, sep = " ", collapse = ", "), "\n")

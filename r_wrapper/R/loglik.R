@@ -5,8 +5,10 @@
 loglik_at <- function(data, family = "invgauss", params, n_components = NULL,
                       backend = "auto", dtype = "float64", ...) {
   one_string(family, "family")
+  covariance_type <- check_covariance_type(list(...)[["covariance_type"]], family)
   if (missing(params) || is.null(params)) {
-    stop("`params` is missing; expected the parameters as a named list (", loglik_blocks(family),
+    stop("`params` is missing; expected the parameters as a named list (",
+      loglik_blocks(family, covariance_type),
       ") for every dataset, or a list of such lists, one per dataset.",
       call. = FALSE
     )
@@ -29,6 +31,7 @@ loglik_at <- function(data, family = "invgauss", params, n_components = NULL,
     opts[[name]] <<- NULL
     if (is.null(value)) default else value
   }
+  take("covariance_type", NULL) # (checked above, passed below)
   module <- bulkem_module()
   family_args <- list() # the family's options and columns, as Python takes them
   scalars <- character() # blocks that are one number
@@ -101,11 +104,14 @@ loglik_at <- function(data, family = "invgauss", params, n_components = NULL,
     check_value_col(value_col, "family = \"gaussian\"")
     batch <- py_datasets(data, dataset_col, value_col, matrices = identical(family, "gaussian"))
     family_args <- list(dataset_col = dataset_col, value_col = py_value_col(value_col))
+    if (!is.null(covariance_type) && !identical(covariance_type, "diag")) {
+      family_args$covariance_type <- covariance_type
+    }
     terms <- list(ids = batch$ids, interface = "fit_mixture", args = character(),
                   init = "params")
   }
   data_names <- if (identical(batch$ids, "name")) names(data) else NULL
-  py_params <- py_loglik_params(params, family, data_names, scalars)
+  py_params <- py_loglik_params(params, family, data_names, scalars, covariance_type)
   args <- c(
     list(module$loglik, batch$py, family = family, params = py_params,
          n_components = n_components, backend = backend, dtype = dtype),
@@ -125,12 +131,22 @@ loglik_at <- function(data, family = "invgauss", params, n_components = NULL,
 
 # --- helpers -------------------------------------------------------------------------------------
 
-# The parameter blocks of a family, for the messages.
-loglik_blocks <- function(family) {
+# The parameter blocks of a family (and, for a Gaussian one, covariance type), for the
+# messages.
+loglik_blocks <- function(family, covariance_type = NULL) {
   blocks <- switch(family,
     invgauss = "weight, mu and lambda, vectors of one value per component",
-    gaussian = paste0("weight, a vector of one value per component, and mean and var, ",
-                      "components x dimensions matrices"),
+    gaussian = switch(if (is.null(covariance_type)) "diag" else covariance_type,
+      full = paste0("weight, a vector of one value per component, mean, a components x ",
+                    "dimensions matrix, and cov, the covariance matrices: a components x ",
+                    "D(D+1)/2 matrix of their lower triangles row by row (as the columns ",
+                    "cov_1_1, cov_2_1, cov_2_2, ...) or a list of the components' D x D ",
+                    "matrices"),
+      spherical = paste0("weight and var, vectors of one value per component, and mean, a ",
+                         "components x dimensions matrix"),
+      paste0("weight, a vector of one value per component, and mean and var, ",
+             "components x dimensions matrices")
+    ),
     poisson = "weight and rate, vectors of one value per component",
     lognormal = paste0("weight, meanlog and varlog (the mean and variance of log x), vectors ",
                        "of one value per component"),
@@ -164,11 +180,24 @@ py_value_col <- function(value_col) {
 # params of loglik_at() -> what bulkem.loglik takes: one named list of blocks
 # (a dict) or a list of them, one per dataset (a list of dicts, in the order of
 # the datasets; named after the datasets when `data` is a named list).
-py_loglik_params <- function(params, family, data_names, scalars) {
+py_loglik_params <- function(params, family, data_names, scalars, covariance_type = NULL) {
   form <- paste0(
-    "`params` must be a named list of parameter blocks (", loglik_blocks(family),
+    "`params` must be a named list of parameter blocks (", loglik_blocks(family, covariance_type),
     "), or a list of such lists, one per dataset"
   )
+  # full covariance matrices given as a list of D x D matrices -> Python's layout
+  full_cov <- function(p, arg) {
+    cov <- if (is.list(p) && !is.data.frame(p) && !is.null(names(p))) p[["cov"]]
+    if (identical(covariance_type, "full") && is.list(cov) && !is.data.frame(cov)) {
+      p[["cov"]] <- py_cov_block(cov, paste0(arg, "$cov"))
+    }
+    p
+  }
+  one_set <- is.list(params) && !is.data.frame(params) &&
+    !all(vapply(params, function(p) is.list(p) && !is.data.frame(p), logical(1)))
+  if (one_set) { # (one parameter set for every dataset: its blocks are not all lists)
+    params <- full_cov(params, "params")
+  }
   if (is.data.frame(params) || !is.list(params) || length(params) == 0L) {
     found <- if (is.data.frame(params)) {
       "a data.frame"
@@ -221,8 +250,8 @@ py_loglik_params <- function(params, family, data_names, scalars) {
   shown <- if (is.null(names(params))) seq_along(params) else sprintf("\"%s\"", names(params))
   sets <- Map(function(p, label) {
     arg <- paste0("params[[", label, "]]")
-    py_named_arrays(p, paste0(form, "; ", arg, " is not a named list."), arg = arg,
-                    scalars = scalars)
+    py_named_arrays(full_cov(p, arg), paste0(form, "; ", arg, " is not a named list."),
+                    arg = arg, scalars = scalars)
   }, unname(params), shown)
   reticulate::r_to_py(unname(sets))
 }

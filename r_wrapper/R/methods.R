@@ -84,6 +84,7 @@ summary.bulkem_fit <- function(object, ...) {
   structure(
     list(
       family = attr(object, "family"),
+      covariance_type = fit_family(object)$covariance_type,
       n_components = attr(object, "n_components"),
       n_dims = if (is.null(attr(object, "n_dims"))) 1L else attr(object, "n_dims"),
       backend = attr(object, "backend"),
@@ -109,8 +110,9 @@ print.summary.bulkem_fit <- function(x, max_datasets = 5L, digits = 4L, ...) {
   } else {
     grid_heading(x$grid)
   }
-  cat(sprintf("bulkem fit: %s mixture, %s, %d dataset%s (backend %s, seed %.0f)\n",
-    x$family, size, n, if (n == 1L) "" else "s", x$backend, x$seed))
+  cat(sprintf("bulkem fit: %s mixture%s, %s, %d dataset%s (backend %s, seed %.0f)\n",
+    x$family, covariance_text(x$covariance_type), size, n, if (n == 1L) "" else "s",
+    x$backend, x$seed))
   if (is.null(x$grid)) {
     cat(sprintf("free parameters per dataset: %s\n", format(x$df)))
   }
@@ -249,7 +251,11 @@ as.data.frame.bulkem_hmm <- as.data.frame.bulkem_fit
 predict.bulkem_fit <- function(object, newdata, dataset = NULL, ...) {
   if (missing(newdata)) {
     stop("`newdata` is missing: pass the values to classify (a numeric vector",
-      if (identical(attr(object, "family"), "gaussian")) ", or a matrix with a row per point" else "",
+      if (identical(fit_family(object)$family, "gaussian")) {
+        ", or a matrix with a row per point"
+      } else {
+        ""
+      },
       "), e.g. predict(fit, x, dataset = 1).",
       call. = FALSE
     )
@@ -287,8 +293,8 @@ dataset_label <- function(id) {
 
 # One dataset's fitted components, in table order; an error when it has none.
 dataset_components <- function(fit, dataset) {
-  family <- attr(fit, "family")
-  if (!family %in% mixture_families) {
+  family <- fit_family(fit)$family
+  if (!is.character(family) || length(family) != 1L || !family %in% mixture_families) {
     stop("This works on inverse-Gaussian, Gaussian, Poisson, log-normal and gamma mixtures; ",
       "this fit is of family \"",
       family, "\".",
@@ -338,7 +344,8 @@ as_points <- function(x, n_dims) {
 # (n x M matrices), as FitResult's family does in Python.
 log_terms <- function(fit, dataset, x) {
   rows <- dataset_components(fit, dataset)
-  family <- attr(fit, "family")
+  kind <- fit_family(fit)
+  family <- kind$family
   n_dims <- if (identical(family, "gaussian")) sum(startsWith(names(rows), "mean_")) else 1L
   x <- as_points(x, n_dims)
   n <- nrow(x)
@@ -394,7 +401,22 @@ log_terms <- function(fit, dataset, x) {
       q <- a * ifelse(u >= 0.5, (u - 1) - log1p(u - 1), u - 1 - (log(b / a) + log(v)))
       logq[, j] <- log(pmax(q, 0))
     }
-  } else {
+  } else if (identical(kind$covariance_type, "full")) {
+    terms <- gaussian_full_terms(rows, x)
+    base <- terms$base
+    logq <- terms$logq
+  } else if (identical(kind$covariance_type, "spherical")) {
+    for (j in seq_len(m)) {
+      # one variance for every dimension: covariance var I
+      var <- rows$var[j]
+      q <- numeric(n)
+      for (d in seq_len(n_dims)) {
+        q <- q + (x[, d] - rows[[paste0("mean_", d)]][j])^2
+      }
+      base[, j] <- log(rows$weight[j]) - 0.5 * n_dims * log(2 * pi * var)
+      logq[, j] <- log(q / var / 2)
+    }
+  } else { # a diagonal covariance: a variance per dimension, var_1, ..., var_D
     for (j in seq_len(m)) {
       q <- numeric(n)
       b <- log(rows$weight[j])
@@ -409,6 +431,44 @@ log_terms <- function(fit, dataset, x) {
   }
   base[is.nan(base)] <- NA
   logq[is.nan(logq)] <- NA
+  list(base = base, logq = logq)
+}
+
+# The lower triangle of a symmetric matrix row by row (S[1, 1], S[2, 1], S[2, 2],
+# S[3, 1], ...): the order of a full-covariance fit's columns cov_1_1, cov_2_1,
+# cov_2_2, cov_3_1, ... and of Python's cov blocks.
+lower_rows <- function(S) t(S)[upper.tri(S, diag = TRUE)]
+
+# The symmetric D x D matrix of a lower triangle given row by row (lower_rows()'s inverse).
+from_lower_rows <- function(v, D) {
+  S <- matrix(0, D, D)
+  S[upper.tri(S, diag = TRUE)] <- v # (the transpose's upper triangle, column by column)
+  S <- t(S)
+  S[upper.tri(S)] <- t(S)[upper.tri(S)]
+  S
+}
+
+# log_terms() of a Gaussian mixture with full covariance matrices (the columns cov_i_j,
+# each component's lower triangle row by row): with S = U'U (U = chol(S)),
+# base = log w - 1/2 log|2 pi S| and q = 1/2 |U'^-1 (x - mu)|^2. A covariance that is
+# not positive definite gives NA (no density), as NaN in Python.
+gaussian_full_terms <- function(rows, x) {
+  n <- nrow(x)
+  D <- ncol(x)
+  m <- nrow(rows)
+  cols <- unlist(lapply(seq_len(D), function(i) paste0("cov_", i, "_", seq_len(i))))
+  base <- logq <- matrix(NA_real_, n, m)
+  for (j in seq_len(m)) {
+    S <- from_lower_rows(vapply(cols, function(k) as.double(rows[[k]][j]), numeric(1)), D)
+    mu <- vapply(seq_len(D), function(d) as.double(rows[[paste0("mean_", d)]][j]), numeric(1))
+    U <- if (all(is.finite(S))) tryCatch(chol(S), error = function(e) NULL)
+    if (is.null(U)) {
+      next
+    }
+    z <- backsolve(U, t(x) - mu, transpose = TRUE) # D x n: U'^-1 (x - mu)
+    base[, j] <- log(rows$weight[j]) - 0.5 * (2 * sum(log(diag(U))) + D * log(2 * pi))
+    logq[, j] <- log(colSums(z^2) / 2)
+  }
   list(base = base, logq = logq)
 }
 
