@@ -439,9 +439,8 @@ def fit(
     trace : bool, default False
         Keep every start's log-likelihood after each iteration: a ``trace`` table, one row
         per (dataset, start, iteration): ``iteration`` (M-steps done, from 0) and
-        ``loglik``, for convergence plots.  Recorded by the bulk strategy and the CPU's
-        large and wide ones (not yet the GPU's wide, large and many-states engines);
-        ``n_fits x (max_iter + 1)`` numbers of memory.
+        ``loglik``, for convergence plots; ``n_fits x (max_iter + 1)`` numbers of
+        memory.
     accel : bool or None, default None
         Accelerate EM by SQUAREM (Varadhan and Roland 2008): after every two EM steps, an
         extrapolation along them, kept only where the log-likelihood does not fall (so it

@@ -127,13 +127,6 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
     calls it while the GPU runs; the other strategies draw every start first).
     """
     strategy = choose(job, engine)
-    if job.trace is not None and not (strategy == "bulk" or (engine == "cpu"
-                                                             and strategy in ("large", "wide"))):
-        raise ValueError(f"trace=True is recorded by the 'bulk' strategy and by the CPU's "
-                         f"'large' and 'wide' ones, but this batch runs the "
-                         f"{strategy!r} strategy on the {engine} engine; pass "
-                         "tuning=Tuning(strategy='bulk') (slower for this batch) or leave "
-                         "trace out.")
     if strategy is None:
         return None
     m = job.model

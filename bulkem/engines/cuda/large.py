@@ -266,7 +266,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
 
     @cuda.jit
     def reduce(part, nb, istate, fstate, stats_g, params_g, coef_g, totals_g, n, const,
-               max_iter, tol, drop_rtol, reg):
+               max_iter, tol, drop_rtol, reg, trace):
         if istate[0] != 0:
             return
         tid = cuda.threadIdx.x
@@ -312,6 +312,8 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
             istate[3] = 0  # counter, for the next iteration
             ll = st[NS] + const
             fstate[1] = ll
+            if istate[1] < len(trace):  # the log-likelihood after istate[1] M-steps
+                trace[istate[1]] = ll
             dec[0] = stop_f(ll, fstate[0], istate[1], max_iter, tol, drop_rtol)
             if dec[0] >= 0:
                 istate[2] = dec[0]
@@ -413,13 +415,18 @@ class _CudaFits:
             self.feat = cuda.to_device(feat.astype(self.dtype, copy=False), stream=stream)
         self.part = cuda.device_array((self.max_blocks, self.nsx), np.float64, stream=stream)
         self.stats = cuda.device_array(self.nsx, np.float64, stream=stream)
+        # the reduction's trace without fit(trace=True): a run-time argument, zero-length
+        # (the same compiled kernel either way)
+        self.no_trace = cuda.device_array(0, np.float64, stream=stream)
         self.fam, self.M, self.D = fam, M, D
 
-    def fit(self, lo, hi, tot, const, params, max_iter, tol, drop_rtol, reg):
+    def fit(self, lo, hi, tot, const, params, max_iter, tol, drop_rtol, reg, trace=None):
         """One fit from ``params`` (updated in place) -> (status, n_iter, loglik).
 
         The first E-step is the exact pass (coefficients from the host);
-        each reduction picks the next one's.
+        each reduction picks the next one's.  ``trace`` (host float64, ``max_iter + 1``
+        long, or None) gets the log-likelihood after each number of M-steps,
+        ``trace[it]``, up to the fit's last.
         """
         stream = self.stream
         nb = min(self.max_blocks, -(-(hi - lo) // self.tile))
@@ -430,6 +437,7 @@ class _CudaFits:
         tot_g = cuda.to_device(tot, stream=stream)
         istate = cuda.to_device(np.array([0, 0, 0, 0, 1], np.int64), stream=stream)
         fstate = cuda.to_device(np.zeros(2, np.float64), stream=stream)
+        trace_g = self.no_trace if trace is None else cuda.to_device(trace, stream=stream)
         istate_h = np.zeros(5, np.int64)
         fstate_h = np.zeros(2, np.float64)
         every = max(1, self.tuning.large_cuda_check_every)
@@ -441,7 +449,8 @@ class _CudaFits:
                                   prepared)
             red = prepared_launch(self.reduce[self.n_red, self.plan["reduce_threads"], stream],
                                   (self.part, nb, istate, fstate, self.stats, params_g, coef_g,
-                                   tot_g, hi - lo, float(const), max_iter, tol, drop_rtol, reg),
+                                   tot_g, hi - lo, float(const), max_iter, tol, drop_rtol, reg,
+                                   trace_g),
                                   prepared)
         stream.synchronize()
         t0 = time.perf_counter()
@@ -457,6 +466,8 @@ class _CudaFits:
                               blocks=nb)
         params_g.copy_to_host(params, stream=stream)
         fstate.copy_to_host(fstate_h, stream=stream)
+        if trace is not None:
+            trace_g.copy_to_host(trace, stream=stream)
         stream.synchronize()
         return int(istate_h[2]), int(istate_h[1]), float(fstate_h[1])
 
@@ -482,6 +493,7 @@ def run_fits(job, progress) -> None:
         fits[job.dtype.name] = _CudaFits(job, stream, job.dtype, feat64=fits["float64"].feat)
 
     drop64 = job.drop_rtol64
+    trace = job.trace
     totals: dict = {}
     for f in range(len(job.fit_ds)):
         d = job.fit_ds[f]
@@ -490,14 +502,17 @@ def run_fits(job, progress) -> None:
             totals[d] = _totals(fam, feat, lo, hi, job.model.n_dims, S)
         tot = totals[d]
         args = (lo, hi, tot, const[d])
+        row = trace[f] if trace is not None else None  # (a float64 refit writes it again)
         st, it, ll = fits[job.dtype.name].fit(
-            *args, job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg)
+            *args, job.params[f], job.max_iter, job.tol, job.drop_rtol, job.reg, row)
         if narrow and st >= DEGENERATE_NONFINITE:  # again in float64, from the start
             job.params[f] = job.init[f]
             st, it, ll = fits["float64"].fit(*args, job.params[f], job.max_iter, job.tol,
-                                             drop64, job.reg)
+                                             drop64, job.reg, row)
         elif narrow:  # the log-likelihood in float64 at the returned parameters
             ll = fits["float64"].fit(*args, job.params[f].copy(), 0, job.tol, drop64, job.reg)[2]
+            if row is not None:
+                row[it] = ll  # the trace's last: the returned log-likelihood
         job.status[f] = st
         job.n_iter[f] = it
         job.loglik[f] = ll

@@ -264,10 +264,12 @@ def _sum_parts(part, out):
 
 @cuda.jit
 def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter, tol,
-           drop_rtol, min_mass, update):
+           drop_rtol, min_mass, update, trace):
     """One block: the stopping rule, then the M-step from the summed statistics (a thread a row).
 
-    ``state``: [done, n_iter, status, n_seq]; ``fstate``: [ll_prev, ll].
+    ``state``: [done, n_iter, status, n_seq]; ``fstate``: [ll_prev, ll]; ``trace[it]``:
+    the log-likelihood after ``it`` M-steps, as far as ``trace`` is long (zero-length
+    without ``fit(trace=True)``).
     """
     tid = cuda.threadIdx.x
     dec = cuda.shared.array(2, int64)
@@ -283,6 +285,8 @@ def _mstep(xi_sum, g_sum, ll, A, AT, B, start, V, M, N, state, fstate, max_iter,
             tot += red[k]
         fstate[1] = tot
         it = state[1]
+        if it < len(trace):
+            trace[it] = tot
         code = -1
         if not math.isfinite(tot):
             code = DEGENERATE_NONFINITE
@@ -362,6 +366,9 @@ class Pass:
         self.g_part = cuda.device_array((KSG, N, 2 + V), np.float64, stream=st)
         self.xi_sum = cuda.device_array(N * N, np.float64, stream=st)
         self.g_sum = cuda.device_array(N * (2 + V), np.float64, stream=st)
+        # the M-step kernel's trace without fit(trace=True): a run-time argument,
+        # zero-length (the same compiled kernel either way)
+        self.no_trace = cuda.device_array(0, np.float64, stream=st)
         sn = ((N + TS - 1) // TS, (M + TS - 1) // TS)
         ms = ((M + TS - 1) // TS, (N + TS - 1) // TS)
         self._fwd0 = Launcher(_fwd0[ms, (TS, TS), st],
@@ -413,21 +420,26 @@ class Pass:
         """Z of every step, and every sequence's log-likelihood (``self.ll``)."""
         self._norms()
 
-    def iteration(self, max_iter: int, tol: float, drop_rtol: float, update: np.ndarray):
+    def iteration(self, max_iter: int, tol: float, drop_rtol: float, update: np.ndarray,
+                  trace=None):
         """A Baum-Welch iteration's launches, and the state they keep on the device.
 
         Returns ``(state, fstate, iteration)``: ``state`` [done, n_iter, status, -],
         ``fstate`` [previous log-likelihood, log-likelihood] (device arrays), and
         ``iteration()``, which queues an E-step, the stopping rule and an M-step.
+        ``trace`` (a float64 device array, ``max_iter + 1`` long, or None) gets the
+        log-likelihood of each iteration, ``trace[n_iter]`` the fit's last.
         """
         st = self.stream
+        if trace is None:
+            trace = self.no_trace
         state = cuda.to_device(np.array([0, 0, 0, 0], np.int64), stream=st)
         fstate = cuda.to_device(np.zeros(2), stream=st)
         upd = cuda.to_device(np.asarray(update, np.int32), stream=st)
         mstep = Launcher(_mstep[1, NT, st], (self.xi_sum, self.g_sum, self.ll, self.A, self.AT,
                                              self.B, self.start, self.V, self.M, self.N, state,
                                              fstate, max_iter, tol, drop_rtol,
-                                             MIN_COMPONENT_MASS, upd))
+                                             MIN_COMPONENT_MASS, upd, trace))
 
         def iteration() -> None:
             self.forward()
@@ -465,7 +477,9 @@ def run_fits(job, progress) -> None:
         p = passes[d]
         st = p.stream
         p.set_params(job.params[f])
-        state, fstate, iteration = p.iteration(job.max_iter, job.tol, job.drop_rtol, update)
+        trace = None if job.trace is None else cuda.to_device(job.trace[f], stream=st)
+        state, fstate, iteration = p.iteration(job.max_iter, job.tol, job.drop_rtol, update,
+                                               trace)
         host = np.zeros(4, np.int64)
         while True:
             iteration()
@@ -474,6 +488,8 @@ def run_fits(job, progress) -> None:
             if host[0]:
                 break
         fs = fstate.copy_to_host(stream=st)
+        if trace is not None:
+            trace.copy_to_host(job.trace[f], stream=st)
         st.synchronize()
         job.params[f, :N] = p.start.copy_to_host()
         job.params[f, N:lay.p_emit] = p.A.copy_to_host()

@@ -113,8 +113,9 @@ def kernels(model, dtype):
       :func:`bulkem.fitting.driver.make_accel`);
     * ``estep[nb, wide_cuda_threads](data, lo, hi, work, part, istate, buf, xc)``;
     * ``reduce[1, wide_cuda_reduce_threads](part, nb, istate, fstate, params, tot,
-      coef, work, n, const, max_iter, tol, drop_rtol, reg, back, accel)``: the step after
-      the E-step (:func:`bulkem.fitting.driver.make_step`).
+      coef, work, n, const, max_iter, tol, drop_rtol, reg, back, accel, trace)``: the step
+      after the E-step (:func:`bulkem.fitting.driver.make_step`), each pass's log-likelihood
+      in ``trace[it]`` as far as it is long (``fit(trace=True)``; zero-length otherwise).
 
     ``istate`` (int64): done flag, passes done, status; ``fstate`` (float64):
     the last kept log-likelihood, the log-likelihood, ``prepare``'s base term.  The sizes are the
@@ -194,7 +195,7 @@ def kernels(model, dtype):
 
     @cuda.jit
     def reduce(part, nb, istate, fstate, params, tot, coef, work, n, const, max_iter, tol,
-               drop_rtol, reg, back, accel):
+               drop_rtol, reg, back, accel, trace):
         if istate[0] != 0:
             return
         tid = cuda.threadIdx.x
@@ -228,7 +229,7 @@ def kernels(model, dtype):
             complete_f((), st, tot)
             ll = st[NS] + fstate[2] + const
             code, it, ll_prev, ll = step_f((), st, params, n, reg, ll, istate[1], fstate[0],
-                                           back, NP, accel, max_iter, tol, drop_rtol, back[:0])
+                                           back, NP, accel, max_iter, tol, drop_rtol, trace)
             fstate[0] = ll_prev
             fstate[1] = ll
             istate[1] = it
@@ -322,8 +323,13 @@ class _Device:
                 np.zeros((1, 1)), EXP_CONSTS)
 
 
-def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, drop_rtol):
-    """Launch the iterations of one fit until its done flag is set; the loop's wall time."""
+def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, drop_rtol,
+          trace_g):
+    """Launch the iterations of one fit until its done flag is set; the loop's wall time.
+
+    ``trace_g`` (a device array, float64) gets each pass's log-likelihood as far as it is
+    long: ``max_iter + 1`` with ``fit(trace=True)``, else 0.
+    """
 
     init, estep, reduce, _ = kern
     tuning = job.tuning
@@ -339,7 +345,7 @@ def _loop(job, dev, kern, data, work, params_g, istate, fstate, stream, const, d
         red = prepared_launch(reduce[1, tuning.wide_cuda_reduce_threads, stream],
                               (dev.part, dev.nb, istate, fstate, params_g, dev.tot, dev.coef,
                                work, dev.n_units, const, job.max_iter, job.tol, drop_rtol,
-                               job.reg, back, job.accel), prepared)
+                               job.reg, back, job.accel, trace_g), prepared)
     every = max(1, tuning.wide_cuda_check_every)
     state = np.zeros(4, np.int64)
     stream.synchronize()
@@ -363,6 +369,9 @@ def run_fits(job, progress) -> None:
     _, _, const = job.kernel_data()
     stream = cuda.stream()
     dev, dev_d = None, -1
+    # The log-likelihood of every pass (fit(trace=True)), else none: a run-time argument of
+    # the reduction kernel, not a compiled-in one; a float64 refit writes it again.
+    no_trace = cuda.device_array(0, np.float64, stream=stream)
     for f in range(len(job.fit_ds)):
         d = int(job.fit_ds[f])
         if d != dev_d:
@@ -370,8 +379,10 @@ def run_fits(job, progress) -> None:
         params_g = cuda.to_device(job.params[f], stream=stream)
         istate = cuda.to_device(np.zeros(4, np.int64), stream=stream)
         fstate = cuda.to_device(np.zeros(3), stream=stream)
+        trace_g = (cuda.to_device(job.trace[f], stream=stream) if job.trace is not None
+                   else no_trace)
         seconds, state = _loop(job, dev, dev.k, dev.data, dev.work, params_g, istate, fstate,
-                               stream, float(const[d]), job.drop_rtol)
+                               stream, float(const[d]), job.drop_rtol, trace_g)
         iters = int(state[1]) + 1
         if dev.narrow and gave_up(int(state[2])):  # again in float64, from its start
             params_g = cuda.to_device(job.init[f], stream=stream)
@@ -379,7 +390,7 @@ def run_fits(job, progress) -> None:
             fstate = cuda.to_device(np.zeros(3), stream=stream)
             more, state = _loop(job, dev, dev.k64, dev.data64, dev.work64, params_g, istate,
                                 fstate, stream, float(const[d]),
-                                job.drop_rtol64)
+                                job.drop_rtol64, trace_g)
             seconds += more
             iters += int(state[1]) + 1
         fs = fstate.copy_to_host(stream=stream)
@@ -387,7 +398,11 @@ def run_fits(job, progress) -> None:
         if dev.narrow and not gave_up(int(state[2])):
             ll = _evaluate64(dev, params_g, stream, float(const[d]))
         params_g.copy_to_host(job.params[f], stream=stream)
+        if job.trace is not None:
+            trace_g.copy_to_host(job.trace[f], stream=stream)
         stream.synchronize()
+        if job.trace is not None and dev.narrow and not gave_up(int(state[2])):
+            job.trace[f, state[1]] = ll  # the last: the returned (float64) log-likelihood
         job.status[f] = state[2]
         job.n_iter[f] = state[1]
         job.loglik[f] = ll
