@@ -120,7 +120,14 @@ class Job:
         The CUDA scheduler makes them chunk by chunk instead, while the GPU runs.
         """
         if self._kernel_data is None:
-            self._kernel_data = self.model.kernel_data(self.data)
+            cache = self.data.kernel_cache  # (kept for the call's next job on these data)
+            key = (self.model.key, "all")
+            if cache is not None and key in cache:
+                self._kernel_data = cache[key]
+            else:
+                self._kernel_data = self.model.kernel_data(self.data)
+                if cache is not None:
+                    cache[key] = self._kernel_data
         return self._kernel_data
 
     def draw_starts(self) -> None:
@@ -621,6 +628,8 @@ def _fit_model(model, pairs: list, *, n_starts: int, seed: int, user: Any, dtype
     job.accel = int(accel)
     if trace:
         job.trace = np.full((len(job.fit_ds), max_iter + 1), np.nan)
+    if se:  # the standard errors' job reads the fit's kernel arrays again
+        packed.data.kernel_cache = {}
     bar = Progress(progress, len(job.fit_ds))
     compiled = (model.key, engine, np.dtype(dtype).name)
     if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
@@ -633,15 +642,18 @@ def _fit_model(model, pairs: list, *, n_starts: int, seed: int, user: Any, dtype
         early.update(tables.before_fits(model, packed, job, n_starts))
 
     try:
-        select.run(job, engine, bar, on_starts)
+        try:
+            select.run(job, engine, bar, on_starts)
+        finally:
+            bar.close()
+        result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
+                                 time.perf_counter() - t0, early or None)
+        if trace:
+            result.tables["trace"] = _trace_table(result, job)
+        if se:
+            standard_errors(result, engine, reg_covar)
     finally:
-        bar.close()
-    result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
-                             time.perf_counter() - t0, early or None)
-    if trace:
-        result.tables["trace"] = _trace_table(result, job)
-    if se:
-        standard_errors(result, engine, reg_covar)
+        packed.data.kernel_cache = None  # (the kernel arrays: not kept with the result)
     return result
 
 

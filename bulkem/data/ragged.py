@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit, prange
@@ -33,11 +33,16 @@ class Ragged:
     values : ndarray of shape (n_values,) or (n_values, n_dims)
     units : ndarray of shape (n_units + 1,), int64
     groups : ndarray of shape (n_datasets + 1,), int64
+    kernel_cache : dict or None
+        Where a call that runs several jobs on these data (a fit, then its standard
+        errors) keeps the models' kernel arrays between them (``Job.kernel_data``, the
+        CUDA scheduler's chunks), keyed by model and datasets; None: nothing kept.
     """
 
     values: np.ndarray
     units: np.ndarray
     groups: np.ndarray
+    kernel_cache: dict | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def flat(cls, values: np.ndarray, offsets: np.ndarray) -> Ragged:
@@ -62,8 +67,14 @@ class Ragged:
         return int(np.diff(self.units).max()) if len(self.units) > 1 else 0
 
     def take(self, datasets: np.ndarray) -> Ragged:
-        """The given datasets, in that order, packed anew (offsets from 0)."""
+        """The given datasets, in that order, packed anew (offsets from 0): views of the
+        values where they are consecutive datasets in order, else copied on every core."""
         datasets = np.asarray(datasets, dtype=np.int64)
+        if len(datasets) and np.all(np.diff(datasets) == 1):
+            a, b = self.groups[datasets[0]], self.groups[datasets[-1] + 1]
+            units = self.units[a:b + 1]
+            return Ragged(self.values[units[0]:units[-1]], units - units[0],
+                          self.groups[datasets[0]:datasets[-1] + 2] - a)
         n_units = self.groups[datasets + 1] - self.groups[datasets]
         groups = np.zeros(len(datasets) + 1, dtype=np.int64)
         np.cumsum(n_units, out=groups[1:])
@@ -71,8 +82,13 @@ class Ragged:
         lens = self.units[uidx + 1] - self.units[uidx]
         units = np.zeros(len(uidx) + 1, dtype=np.int64)
         np.cumsum(lens, out=units[1:])
-        vidx = np.repeat(self.units[uidx] - units[:-1], lens) + np.arange(units[-1])
-        return Ragged(self.values[vidx], units, groups)
+        first = self.units[self.groups[datasets]]  # each dataset's values: one run
+        runs = self.units[self.groups[datasets + 1]] - first
+        width = int(np.prod(self.values.shape[1:], dtype=np.int64))
+        src = np.ascontiguousarray(self.values).reshape(-1)
+        out = np.empty(int(units[-1]) * width, dtype=src.dtype)
+        _copy_runs(src, first * width, runs * width, units[groups[:-1]] * width, out)
+        return Ragged(out.reshape((-1,) + self.values.shape[1:]), units, groups)
 
     def units_in_order(self, d: int, order: np.ndarray) -> Ragged:
         """Dataset ``d`` alone, its units stored in ``order`` (one dataset of ``len(order)``

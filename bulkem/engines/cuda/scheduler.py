@@ -145,10 +145,21 @@ def plan_chunks(job, datasets: np.ndarray, budget: int, max_fits: int,
 
 
 def pack(job, chunk: Chunk) -> Chunk:
-    """Gather the chunk's datasets and make the model's batch arrays of them (host side)."""
+    """Gather the chunk's datasets and make the model's batch arrays of them (host side),
+    or take them from the data's ``kernel_cache`` (a fit's chunk of every dataset, for its
+    standard errors: kept only then, whose next job's one chunk it will be)."""
+    cache = job.data.kernel_cache
+    if len(chunk.datasets) < job.data.n_datasets:
+        cache = None
+    key = (job.model.key, chunk.datasets.tobytes())
+    if cache is not None and key in cache:
+        chunk.data64, chunk.offsets, chunk.const, chunk.longest = cache[key]
+        return chunk
     part = job.data.take(chunk.datasets)
     chunk.data64, chunk.offsets, chunk.const = job.model.kernel_data(part)
     chunk.longest = part.longest_unit()
+    if cache is not None:
+        cache[key] = (chunk.data64, chunk.offsets, chunk.const, chunk.longest)
     return chunk
 
 
