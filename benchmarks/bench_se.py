@@ -4,14 +4,17 @@
                                   [--backends cpu,cuda] [--only ig,gauss,hmm]
 
 Whole calls, best of ``--rounds`` after a warm-up (compilation apart). The standard errors
-cost ``1 + 2 P + P (P - 1) / 2`` E-steps per dataset for ``P`` free parameters (IG M = 2:
-P = 5; Gaussian M = 3, D = 2: P = 14; categorical HMM N = 4, V = 8: P = 43), against the
-fit's ``starts x iterations`` E-steps: the ratio grows with P.
+cost ``2 P`` E-steps per dataset from the score (models with ``has_score``) or ``1 + 2 P +
+P (P - 1) / 2`` from log-likelihood values, for ``P`` free parameters (IG M = 2: P = 5;
+Gaussian M = 3, D = 2: P = 14; categorical HMM N = 4, V = 8: P = 43), against the fit's
+``starts x iterations`` E-steps. ``--recipes score,values`` times both in the same run (the
+second with the models' scores switched off).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
@@ -52,6 +55,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backends", default="cpu")
     ap.add_argument("--only", default="ig,gauss,hmm")
+    ap.add_argument("--recipes", default="score",
+                    help="score, values or both: the standard errors' recipe(s) to time")
     ap.add_argument("--profile", action="store_true",
                     help="then print where the time of one se=True call goes (cProfile)")
     args = ap.parse_args()
@@ -61,31 +66,61 @@ def main() -> None:
     only = args.only.split(",")
     print(f"{args.datasets:,} datasets x {args.obs:,} values, {args.starts} starts, "
           f"100 iterations at most; whole calls, best of {args.rounds}")
-    print("| model | backend | fit (s) | fit, se=True (s) | ratio | datasets with NaN errors |")
-    print("|---|---|---|---|---|---|")
+    print("| model | backend | recipe | fit (s) | fit, se=True (s) | ratio | "
+          "datasets with NaN errors |")
+    print("|---|---|---|---|---|---|---|")
+    from bulkem.models.base import Model
+
+    def timed(kw, backend, se):
+        bulkem.fit(**{**kw, "datasets": kw["datasets"][:2]}, seed=1, backend=backend,
+                   se=se)  # compile
+        best = np.inf
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            res = bulkem.fit(**kw, seed=1, backend=backend, se=se)
+            best = min(best, time.perf_counter() - t)
+        return best, res
+
     for key, label, kw in cases(args.datasets, args.obs, args.starts):
         if key not in only:
             continue
         for backend in args.backends.split(","):
-            times = {}
-            for se in (False, True):
-                bulkem.fit(**{**kw, "datasets": kw["datasets"][:2]}, seed=1, backend=backend,
-                           se=se)  # compile
-                best = np.inf
-                for _ in range(args.rounds):
-                    t = time.perf_counter()
-                    res = bulkem.fit(**kw, seed=1, backend=backend, se=se)
-                    best = min(best, time.perf_counter() - t)
-                times[se] = best
-            if args.profile:
-                import cProfile
-                import pstats
-                prof = cProfile.Profile()
-                prof.runcall(bulkem.fit, **kw, seed=1, backend=backend, se=True)
-                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
-            nan = int(res.summary.message.str.contains("standard errors NaN").sum())
-            print(f"| {label} | {backend} | {times[False]:.3f} | {times[True]:.3f} | "
-                  f"{times[True] / times[False]:.2f} | {nan} of {len(res.summary)} |")
+            for recipe in args.recipes.split(","):
+                fit_s = timed(kw, backend, False)[0]
+                with _recipe(recipe, Model):
+                    se_s, res = timed(kw, backend, True)
+                if args.profile:
+                    import cProfile
+                    import pstats
+                    prof = cProfile.Profile()
+                    prof.runcall(bulkem.fit, **kw, seed=1, backend=backend, se=True)
+                    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+                nan = int(res.summary.message.str.contains("standard errors NaN").sum())
+                print(f"| {label} | {backend} | {recipe} | {fit_s:.3f} | {se_s:.3f} | "
+                      f"{se_s / fit_s:.2f} | {nan} of {len(res.summary)} |", flush=True)
+
+
+@contextlib.contextmanager
+def _recipe(recipe: str, base):
+    """With ``recipe="values"``, every model's score switched off (``has_score`` False),
+    for this A/B only."""
+    saved = {c: c.__dict__["has_score"] for c in _classes(base) if "has_score" in c.__dict__}
+    if recipe == "values":
+        for c in saved:
+            c.has_score = property(lambda self: False)
+    try:
+        yield
+    finally:
+        for c, v in saved.items():
+            c.has_score = v
+
+
+def _classes(cls):
+    """``cls`` and every subclass, recursively."""
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += _classes(sub)
+    return out
 
 
 if __name__ == "__main__":

@@ -97,6 +97,10 @@ class Job:
     # Each fit's log-likelihood after 0, 1, ... M-steps (n_fits, max_iter + 1), written by the
     # engines up to its n_iter (fit(trace=True)); None: not kept.
     trace: np.ndarray | None = None
+    # Each fit's E-step statistics at its returned parameters (n_fits, Sizes.stats), written by
+    # the bulk engines where given (float64 jobs: an evaluation's, for standard errors from
+    # the score); None: not kept.
+    stats: np.ndarray | None = None
     # Whether the tables number each best fit's components (states, branches) in the model's
     # canonical order (``fit(reorder=...)``); False: in the order the fit holds them.
     reorder: bool = True
@@ -432,8 +436,10 @@ def fit(
         each parameter of ``components`` (``se`` for the state-space models' long table) and
         of ``transitions``, and ``FitResult.cov(d)``. NaN, with a note in
         ``summary.message``, where a parameter lies on its constraint's boundary or the
-        information is not positive definite. They cost ``1 + 2 P + P (P - 1) / 2``
-        E-steps per dataset for ``P`` free parameters.
+        information is not positive definite. They cost ``2 P`` E-steps per dataset for
+        ``P`` free parameters where the model has a score (Fisher's identity: every mixture
+        but full covariances, the hidden Markov models), else ``1 + 2 P + P (P - 1) / 2``
+        log-likelihoods.
     bootstrap : int, default 0
         ``B`` datasets drawn from each fitted dataset's best fit (its size each: values,
         sequence or series lengths and missing steps, runs), refitted in one batch from
@@ -952,7 +958,8 @@ def kalman_loglik(
     return pd.DataFrame(cols)
 
 
-def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.dtype) -> Job:
+def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.dtype,
+             stats: bool = False) -> Job:
     """The log-likelihoods of the valid datasets at given parameters: a :class:`Job` of one
     E-step and no M-step per (dataset, parameter set), run by the strategy the table picks.
 
@@ -961,6 +968,8 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
     params : ndarray of shape (n_valid, n_sets, n_params) or (1, n_sets, n_params)
         Parameter sets of each valid dataset (the job's starts), or the same sets for every
         dataset (``Job.common_params``: a strategy may then skip the per-fit copies).
+    stats : bool
+        Keep each E-step's statistics too (``Job.stats``; float64; the bulk strategy).
 
     Returns
     -------
@@ -977,6 +986,8 @@ def evaluate(model, packed: Packed, params: np.ndarray, engine: str, dtype: np.d
                    plan=starts.StartPlan(take))
     if common:
         job.common_params = params[0]
+    if stats:
+        job.stats = np.zeros((len(job.fit_ds), model.sizes().stats))
     select.run(job, engine, Progress(False, len(job.fit_ds)))
     return job
 
@@ -1053,10 +1064,11 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
     bound = ~np.isfinite(theta).all(axis=1) | model.at_bound(best, reg)
     theta = np.where(np.isfinite(theta), theta, 0.0)
     h = information.steps(theta)
-    pts = information.points(theta, h)
+    score = model.has_score
+    pts = (information.score_points if score else information.points)(theta, h)
     n, Q, P = pts.shape
     need = np.flatnonzero(~bound)  # (a boundary's errors are NaN: not evaluated)
-    f = np.full((n, Q), np.nan)
+    H = np.full((n, P, P), np.nan)
     if len(need):
         params = lay.from_free(pts[need].reshape(-1, P), np.repeat(best[need], Q, axis=0),
                                free).reshape(len(need), Q, lay.size)
@@ -1068,10 +1080,17 @@ def standard_errors(result: FitResult, engine: str, reg: float) -> None:
             rows = np.arange(len(rows))
         else:  # every one, in the packed order
             params[rows] = params.copy()
-        job = evaluate(model, packed, params, engine, np.dtype(np.float64))
-        got = np.where(job.status == MAX_ITER, job.loglik, np.nan).reshape(len(need), Q)
-        f[need] = got[rows]
-    H = information.hessian(f, h)
+        job = evaluate(model, packed, params, engine, np.dtype(np.float64), stats=score)
+        ok = (job.status == MAX_ITER).reshape(len(need), Q)[rows]
+        if score:  # the score at each point, in the free coordinates
+            at = params[rows].reshape(-1, lay.size)
+            stats = job.stats.reshape(len(need), Q, -1)[rows].reshape(len(at), -1)
+            s = lay.free_gradient(at, model.score(at, stats), free).reshape(len(need), Q, P)
+            s[~ok] = np.nan
+            H[need] = information.score_hessian(s, h[need])
+        else:
+            f = np.where(ok, job.loglik.reshape(len(need), Q)[rows], np.nan)
+            H[need] = information.hessian(f, h[need])
     cov, ok = information.covariance(H, lay.free_jacobian(best, free))
     ok &= ~bound
     cov[~ok] = np.nan

@@ -1,8 +1,9 @@
-"""``fit(se=True)``: standard errors from the observed information, one recipe for every
-family (numerical Hessian of the log-likelihood in unconstrained coordinates, the delta
-method back), against oracles that share no code with it: a plain NumPy Hessian of the
-inverse-Gaussian mixture's log-likelihood in its natural parameters, and statsmodels'
-SARIMAX for AR(2) plus noise."""
+"""``fit(se=True)``: standard errors from the observed information (numerical Hessian in
+unconstrained coordinates, of the log-likelihood or from the score by Fisher's identity;
+the delta method back), against oracles that share no code with it: a plain NumPy Hessian
+of the inverse-Gaussian and gamma mixtures' log-likelihoods in their natural parameters,
+of a categorical HMM's, and statsmodels' SARIMAX for AR(2) plus noise; each model's score
+against differences of its log-likelihood."""
 
 from __future__ import annotations
 
@@ -151,6 +152,47 @@ def test_hmm_standard_errors_are_the_numpy_oracles():
     assert np.allclose(np.concatenate([got_t, got_e]), ref, rtol=2e-3)
 
 
+def _score_cases():
+    rng = np.random.default_rng(5)
+    two = np.concatenate([rng.gamma(2.0, 1.0, 60), rng.gamma(12.0, 1.0, 60)])
+    seqs = [rng.poisson(rng.choice([1.0, 6.0], 30)).astype(float) for _ in range(3)]
+    yield "invgauss", [two], {}
+    yield "gaussian", [np.stack([two, rng.normal(0, 1, 120)], axis=1)], {}
+    yield "gaussian", [np.stack([two, rng.normal(0, 1, 120)], axis=1)], dict(
+        covariance_type="spherical")
+    yield "poisson", [np.round(two)], {}
+    yield "lognormal", [two], {}
+    yield "gamma", [two], {}
+    yield "hmm", [seqs], dict(emission="poisson")
+    yield "hmm", [[np.minimum(s, 3) for s in seqs]], dict(emission="categorical")
+    yield "hmm", [[s + rng.normal(0, 1, len(s)) for s in seqs]], dict(emission="gaussian")
+
+
+@pytest.mark.parametrize("family,data,kw", list(_score_cases()),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_each_models_score_is_the_gradient_of_its_log_likelihood(family, data, kw):
+    """Fisher's identity, each model's ``score`` hook: from the E-step's statistics at
+    parameters off the maximum (a start after 2 iterations), mapped to the free
+    coordinates, it equals central differences of the engine's log-likelihood there."""
+    from bulkem import api
+    from bulkem.fitting import information
+
+    res = bulkem.fit(data, family=family, n_components=2, n_starts=1, seed=2, max_iter=2,
+                     tol=0.0, backend="cpu", **kw)
+    model, packed = res._model, res._packed
+    assert model.has_score
+    lay, free = model.params_layout, model.free_blocks()
+    p0 = res._best[next(iter(res._best))][0][None]
+    theta = lay.to_free(p0, free)
+    h = information.steps(theta)
+    pts = np.concatenate([theta[:, None], information.score_points(theta, h)], axis=1)[0]
+    params = lay.from_free(pts, np.repeat(p0, len(pts), axis=0), free)
+    job = api.evaluate(model, packed, params[None], "cpu", np.dtype(np.float64), stats=True)
+    got = lay.free_gradient(params[:1], model.score(params[:1], job.stats[:1]), free)[0]
+    ref = (job.loglik[1::2] - job.loglik[2::2]) / (2 * h[0])
+    assert np.allclose(got, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max()), (got, ref)
+
+
 @pytest.mark.cuda
 def test_the_cuda_engine_gives_the_cpu_engines_standard_errors():
     from conftest import SIMULATED
@@ -167,6 +209,13 @@ def test_the_cuda_engine_gives_the_cpu_engines_standard_errors():
     gpu = bulkem.fit(x, backend="cuda", tuning=tuning, **kw)
     cols = ["se_weight", "se_mu", "se_lambda"]
     assert np.allclose(gpu.components[cols], cpu.components[cols], rtol=1e-5)
+    seqs = [[rng.poisson(rng.choice([1.0, 6.0], 20)).astype(float) for _ in range(3)]]
+    kw = dict(family="hmm", emission="poisson", n_components=2, n_starts=1, seed=3,
+              max_iter=50, se=True)  # (the statistics of a fit's lanes: the totals)
+    cpu = bulkem.fit(seqs, backend="cpu", **kw)
+    gpu = bulkem.fit(seqs, backend="cuda", **kw)
+    assert np.allclose(gpu.components.se_lambda, cpu.components.se_lambda, rtol=1e-5)
+    assert np.allclose(gpu.transitions.se_prob, cpu.transitions.se_prob, rtol=1e-5)
 
 
 def test_a_checkpointed_fit_keeps_its_standard_errors_and_covariances(tmp_path):

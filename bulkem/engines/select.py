@@ -30,7 +30,8 @@ The first rule that holds chooses (``tuning`` is the job's :class:`bulkem.tuning
 ``tuning.strategy`` names one to take wherever it applies).  "A few fits" is fewer than
 the CPU's Numba threads, or at most ``tuning.large_max_fits_cuda``
 (``wide_max_fits_cuda``) on the GPU, where one warp per fit would leave most of it idle.
-A CPU-only fit never imports ``numba.cuda``.
+A job that keeps its E-step statistics (``Job.stats``: standard errors from the score)
+runs the bulk strategy.  A CPU-only fit never imports ``numba.cuda``.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def choose(job, engine: str) -> str | None:
         return None
     if job.model.name == "state_space":
         return job.model.method
+    if job.stats is not None:  # (statistics out: the bulk engines keep them)
+        return "bulk"
     if use_many_states(job, engine):
         return "many_states"
     if use_large(job, engine):

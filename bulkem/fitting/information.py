@@ -1,18 +1,26 @@
-"""Standard errors from the observed information, the same recipe for every model.
+"""Standard errors from the observed information, two recipes for every model.
 
 The observed information is minus the Hessian of the observed-data log-likelihood at the
 fitted parameters, taken in the model's unconstrained coordinates (``Layout.to_free``: logs
-of positive values, log-ratios of probabilities) by central differences of the
-log-likelihood itself; the engines evaluate every perturbed parameter set of every dataset
-in one job (an E-step each, no M-step). Its inverse, mapped back by the delta method
-(``Layout.from_free``'s Jacobian), is the covariance of the parameters.
+of positive values, log-ratios of probabilities); the engines evaluate every perturbed
+parameter set of every dataset in one job (an E-step each, no M-step). Its inverse, mapped
+back by the delta method (``Layout.from_free``'s Jacobian), is the covariance of the
+parameters.
 
-For ``P`` free parameters a dataset needs ``1 + 2 P + P (P - 1) / 2`` evaluations, about the
-fewest that determine a quadratic: the centre, ``+-h`` along each coordinate (the diagonal by
-central differences, error O(h^2)) and the corner ``(+h_i, +h_j)`` of each pair (the
-off-diagonal by a forward difference, error O(h) times third derivatives: about 1e-4 of the
-information's scale, far below a standard error's own precision). The four corners of each
-pair (``2 P^2 + 1`` evaluations, as before 2026-11-29) gave O(h^2) at 3-4 times the cost.
+* **From the score** (models with ``Model.has_score``): by Fisher's identity the score is
+  the gradient of the expected complete-data log-likelihood, ``Q(p | theta) = S(theta) .
+  c(p)``, at ``p = theta``, which the model computes from the E-step's statistics ``S``
+  (``Job.stats``); the Hessian's columns are central differences of the score at ``+-h``
+  along each coordinate: ``2 P`` E-steps per dataset for ``P`` free parameters
+  (:func:`score_points`, :func:`score_hessian`), error O(h^2), and rounding relative to
+  the score's terms over ``h``, not the log-likelihood's over ``h^2``.
+* **From log-likelihood values** (the others): ``1 + 2 P + P (P - 1) / 2`` evaluations, about
+  the fewest that determine a quadratic: the centre, ``+-h`` along each coordinate (the
+  diagonal by central differences, error O(h^2)) and the corner ``(+h_i, +h_j)`` of each
+  pair (the off-diagonal by a forward difference, error O(h) times third derivatives: about
+  1e-4 of the information's scale, far below a standard error's own precision). The four
+  corners of each pair (``2 P^2 + 1`` evaluations, as before 2026-11-29) gave O(h^2) at
+  3-4 times the cost.
 """
 
 from __future__ import annotations
@@ -69,6 +77,25 @@ def hessian(f: np.ndarray, h: np.ndarray) -> np.ndarray:
                                        / (h[:, i] * h[:, j]))
             k += 1
     return H
+
+
+def score_points(theta: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The coordinates (n, 2 P, P) where :func:`score_hessian` reads the score: ``+h_i``
+    then ``-h_i`` per coordinate ``i``."""
+    n, P = theta.shape
+    out = np.repeat(theta[:, None, :], 2 * P, axis=1)
+    idx = np.arange(P)
+    out[:, 2 * idx, idx] += h
+    out[:, 2 * idx + 1, idx] -= h
+    return out
+
+
+def score_hessian(s: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The Hessian (n, P, P) from the scores ``s`` (n, 2 P, P) at :func:`score_points`:
+    row ``i`` is ``(s(+h_i) - s(-h_i)) / (2 h_i)``, then the symmetric part (the two
+    halves differ by O(h^2) and rounding)."""
+    H = (s[:, 0::2, :] - s[:, 1::2, :]) / (2.0 * h[:, :, None])
+    return 0.5 * (H + np.swapaxes(H, 1, 2))
 
 
 def covariance(H: np.ndarray, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

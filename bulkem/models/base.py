@@ -355,6 +355,33 @@ class Layout:
             col += b.n_free
         return J
 
+    def free_gradient(self, params: np.ndarray, grad: np.ndarray, names) -> np.ndarray:
+        """The gradient (n, n_free(names)) in the unconstrained coordinates of
+        :meth:`to_free` of a function whose gradient in the stored parameters is ``grad``
+        (n, size), at ``params``: :meth:`free_jacobian` transposed times ``grad``, block by
+        block, without forming the Jacobian (a simplex or sub-stochastic row's free
+        coordinate ``c`` gets ``x_c (g_c - sum_k x_k g_k)``)."""
+        blocks, grads = self.split(params), self.split(grad)
+        n, parts = len(params), []
+        for name in self.blocks:
+            if name not in names or not self.blocks[name].n_free:
+                continue
+            b = self.blocks[name]
+            x, g = blocks[name].reshape(n, -1), grads[name].reshape(n, -1)
+            if b.constraint == "real":
+                parts.append(g)
+            elif b.constraint == "positive":
+                parts.append(x * g)
+            else:
+                K = b.shape[-1]
+                rows, gr = x.reshape(n, -1, K), g.reshape(n, -1, K)
+                F = K - (b.constraint == "simplex")
+                dot = np.zeros(rows.shape[:2] + (1,))
+                for c in range(K):  # (NumPy reduces short axes slowly)
+                    dot[:, :, 0] += rows[:, :, c] * gr[:, :, c]
+                parts.append((rows[:, :, :F] * (gr[:, :, :F] - dot)).reshape(n, -1))
+        return np.concatenate(parts, axis=1) if parts else np.empty((n, 0))
+
     def record_columns(self, params: np.ndarray, names) -> dict:
         """Table columns of the blocks ``names`` (sharing a first axis), one row per (fit,
         entry of that axis): ``{column: values}``."""
@@ -504,6 +531,21 @@ class Model(Likelihood):
     def extra_tables(self, vids, params) -> dict:
         """Tables beyond ``summary, components, starts, start_values`` (none by default)."""
         return {}
+
+    @property
+    def has_score(self) -> bool:
+        """Whether :meth:`score` is given: standard errors then take ``2 P`` E-steps, not
+        ``P^2 / 2`` log-likelihoods (:mod:`bulkem.fitting.information`)."""
+        return False
+
+    def score(self, params: np.ndarray, stats: np.ndarray) -> np.ndarray:
+        """The score of the observed-data log-likelihood at ``params`` (n, n_params), by
+        Fisher's identity: ``d Q(p | params) / d p`` at ``p = params``, where
+        ``Q(p | params) = stats . c(p)`` is the expected complete-data log-likelihood and
+        ``stats`` (n, ``Sizes.stats``) the E-step's statistics at ``params``
+        (``Job.stats``).  Derivatives with respect to the parameters as stored (a weight,
+        a variance), for :meth:`Layout.free_gradient`.  Only where :attr:`has_score`."""
+        raise NotImplementedError(f"{type(self).__name__} has no score")
 
     @abstractmethod
     def start_tables(self, dataset, start, init) -> dict:

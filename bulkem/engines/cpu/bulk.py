@@ -38,14 +38,14 @@ def runner(model, dtype):
 
     @njit_cached(key, parallel=True)
     def run(data, data64, offsets, fit_ds, const, params, status, n_iter, loglik, xc, max_iter,
-            tol, drop_rtol, drop64, reg, n_buf, sz, trace, accel):
+            tol, drop_rtol, drop64, reg, n_buf, sz, trace, accel, stats_out):
         NP, NS, NT, NC, NK, NX = sz[0], sz[1], sz[2], sz[3], sz[4], sz[5]
         for f in prange(len(fit_ds)):
             d = fit_ds[f]
             tot = np.empty(NT)
             coef = np.empty(NC)
             work = np.empty(NK, cdt)
-            stats = np.empty(NS)
+            stats = stats_out[f] if stats_out.shape[1] else np.empty(NS)  # (kept: Job.stats)
             scratch = np.empty(NX, cdt)
             work64 = np.empty(NK)
             scratch64 = np.empty(NX)
@@ -90,10 +90,11 @@ def run_fits(job, progress, on_starts=None) -> None:
         step = min(step, max(tuning.cpu_min_chunk_fits, -(-n // tuning.progress_steps)))
     sz = sizes_array(job.model)
     trace = job.trace if job.trace is not None else np.empty((n, 0))
+    stats = job.stats if job.stats is not None else np.empty((n, 0))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         run(data, data64, offsets, job.fit_ds[lo:hi], const, job.params[lo:hi],
             job.status[lo:hi], job.n_iter[lo:hi], job.loglik[lo:hi], EXP_CONSTS, job.max_iter,
             job.tol, job.drop_rtol, job.drop_rtol64, job.reg, n_buf, sz, trace[lo:hi],
-            job.accel)
+            job.accel, stats[lo:hi])
         progress(hi - lo)

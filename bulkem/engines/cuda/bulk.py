@@ -182,13 +182,15 @@ def kernel(model, dtype, lanes: int = _WARP):
     """The bulk kernel of a model, compute dtype and lanes per fit (compiled once, cached).
 
     ``kernel[grid, block, stream](data, data64, offsets, fit_ds, const, params, status, n_iter,
-    loglik, xc, max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace, accel)``: fits ``f``
+    loglik, xc, max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace, accel,
+    stats_out)``: fits ``f``
     (or, when
     ``n_picked`` is not empty, the fits listed in ``picked[:n_picked[0]]``) of dataset
     ``fit_ds[f]``, whose items are ``offsets[d]:offsets[d + 1]``, from ``params[f]`` in place;
     ``buf`` holds one column per thread of the grid (the model's per-lane buffer); ``trace``
     a row per fit for its log-likelihood by iteration (no columns: none kept); ``accel`` 1:
-    SQUAREM (:func:`bulkem.fitting.driver.make_accel`).
+    SQUAREM (:func:`bulkem.fitting.driver.make_accel`); ``stats_out`` a row per fit for its
+    last E-step's statistics (``Job.stats``; no columns: none kept).
     """
     G = lanes
     dtype = np.dtype(dtype)
@@ -222,7 +224,7 @@ def kernel(model, dtype, lanes: int = _WARP):
 
     @cuda.jit(**opts)
     def bulk(data, data64, offsets, fit_ds, const, params_io, status, n_iter, loglik, xc,
-             max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace, accel):
+             max_iter, tol, drop_rtol, reg, picked, n_picked, buf, trace, accel, stats_out):
         tid = cuda.threadIdx.x
         f = cuda.blockIdx.x * FPB + tid // G
         lane = tid % G
@@ -257,6 +259,8 @@ def kernel(model, dtype, lanes: int = _WARP):
             if st != REDO:  # (a fit to do again keeps its start)
                 for k in range(NP):
                     params_io[f, k] = params[k]
+                for k in range(stats_out.shape[1]):
+                    stats_out[f, k] = stats[k]
 
     _kernels[key] = bulk
     return bulk
@@ -350,6 +354,7 @@ class Running(NamedTuple):
     status: object  # the device view of the status array, read for progress
     lane_buf: object  # the per-lane buffers, held until the GPU is done
     trace: object  # each fit's log-likelihood by iteration (no columns without fit(trace=True))
+    stats: object  # each fit's last E-step statistics (no columns without Job.stats)
 
 
 def launch(job, chunk, stream) -> Running:
@@ -409,15 +414,19 @@ def launch(job, chunk, stream) -> Running:
     # writes its fit's row again from the start (finish() keeps the first n_iter + 1).
     trace = cuda.device_array((n, job.max_iter + 1 if job.trace is not None else 0),
                               np.float64, stream=stream)
+    # Each fit's last E-step statistics (Job.stats: standard errors), else rows of none.
+    stats = cuda.device_array((n, job.stats.shape[1] if job.stats is not None else 0),
+                              np.float64, stream=stream)
     bulk[grid, threads, stream](data, data64, offsets, fit_ds, const, *common, job.drop_rtol,
-                                job.reg, picked[:0], n_picked[:0], lane_buf, trace, job.accel)
+                                job.reg, picked[:0], n_picked[:0], lane_buf, trace, job.accel,
+                                stats)
     if narrow:
         # The float32 fits that gave up, again in float64 from their starts,
         # on the same stream: no waiting here.  The grid has room for all.
         _pick[(n + 255) // 256, 256, stream](status, REDO_FLOAT64, picked, n_picked)
         refit[regrid, rethreads, stream](data64, data64, offsets, fit_ds, const, *common,
                                          job.drop_rtol64, job.reg, picked,
-                                         n_picked, lane_buf, trace, job.accel)
+                                         n_picked, lane_buf, trace, job.accel, stats)
     back, end = layout[p][0], layout[p + 4][0]  # the results: the parameters to the log-likelihoods
     # From page-locked memory the copy back can be queued now; from pageable
     # memory it would wait for the kernel here, so it waits for finish().
@@ -427,7 +436,7 @@ def launch(job, chunk, stream) -> Running:
     if not SIMULATED:
         done = cuda.event()
         done.record(stream)
-    return Running(chunk, stream, done, layout, index, bufs, status, lane_buf, trace)
+    return Running(chunk, stream, done, layout, index, bufs, status, lane_buf, trace, stats)
 
 
 def finish(job, run: Running, watch=None) -> None:
@@ -464,6 +473,8 @@ def finish(job, run: Running, watch=None) -> None:
         params, status, n_iter, loglik)
     if job.trace is not None:
         job.trace[fits] = run.trace.copy_to_host()
+    if job.stats is not None:
+        job.stats[fits] = run.stats.copy_to_host()
     buffers.give(bufs, job.tuning)
 
 

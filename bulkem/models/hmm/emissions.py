@@ -68,6 +68,10 @@ class Emission:
         ``location(blocks) -> ndarray (n_fits, N)``: where each state's emission lies
         (expected symbol, first mean, rate), from the blocks as ``Layout.split`` gives
         them: the tables list states in increasing location.
+    score : callable
+        Host NumPy ``score(records (n, N E), stats (n, N S), N, K) -> (n, N E)``: the
+        gradient at ``records`` of the emission's part of the expected complete-data
+        log-likelihood, from its E-step statistics there (``Model.score``).
     """
 
     name: str
@@ -81,6 +85,7 @@ class Emission:
     letters: str
     blocks: Callable
     location: Callable
+    score: Callable | None = None
 
     def n_params(self, K: int) -> int:
         """Parameters per state (the length of a state's record of :attr:`blocks`)."""
@@ -127,11 +132,18 @@ def _cat_mstep(stats, so, occ, oo, params, po, N, K, reg):
     return 0
 
 
+def _cat_score(records, stats, N, K):
+    # sum_iv c_iv log B_iv: c_iv / B_iv (a symbol of probability 0 has no count)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(records > 0.0, stats[:, :N * K] / records, 0.0)
+
+
 CATEGORICAL = Emission(
     "categorical", lambda K: K, lambda K: K + 1, lambda K: 1, _cat_prep, _cat_dens, _cat_accum,
     _cat_mstep, "e",
     blocks=lambda s, K: (Block("emissionprob", (s, Axis("symbol", K, 0)), "simplex", "prob"),),
-    location=lambda b: b["emissionprob"] @ np.arange(b["emissionprob"].shape[-1], dtype=float))
+    location=lambda b: b["emissionprob"] @ np.arange(b["emissionprob"].shape[-1], dtype=float),
+    score=_cat_score)
 
 
 # --- Gaussian with a diagonal covariance: D dimensions ---------------------------------------
@@ -211,12 +223,27 @@ def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
     return 0
 
 
+def _gauss_score(records, stats, N, K):
+    # -1/2 sum_id [n_i log var_id + (S2 - 2 mu S1 + n_i mu^2) / var_id]: its derivatives
+    n = len(records)
+    p = records.reshape(n, N, 2 * K)
+    mu, var = p[..., :K], p[..., K:]
+    s = stats[:, :N * 2 * K].reshape(n, N, 2 * K)
+    s1, s2 = s[..., :K], s[..., K:]
+    occ = stats[:, N * 2 * K:N * 2 * K + N][..., None]
+    out = np.empty_like(p)
+    out[..., :K] = (s1 - occ * mu) / var
+    out[..., K:] = ((s2 - 2.0 * mu * s1 + occ * mu * mu) / var - occ) / (2.0 * var)
+    return out.reshape(n, -1)
+
+
 GAUSSIAN = Emission(
     "gaussian", lambda K: 2 * K + 1, lambda K: 2 * K + 1, lambda K: K, _gauss_prep, _gauss_dens,
     _gauss_accum, _gauss_mstep, "mc",
     blocks=lambda s, K: (Block("means", (s, Axis("dim", K)), "real", "mean"),
                          Block("vars", (s, Axis("dim", K)), "positive", "var")),
-    location=lambda b: b["means"][:, :, 0])
+    location=lambda b: b["means"][:, :, 0],
+    score=_gauss_score)
 
 
 # --- Poisson counts ----------------------------------------------------------------------------
@@ -304,10 +331,16 @@ def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
     return 0
 
 
+def _pois_score(records, stats, N, K):
+    # sum_i [S_x,i log lam_i - n_i lam_i]: S_x,i / lam_i - n_i
+    return stats[:, :N] / records - stats[:, N:2 * N]
+
+
 POISSON = Emission(
     "poisson", lambda K: 2, lambda K: 2, lambda K: 1, _pois_prep, _pois_dens, _pois_accum,
     _pois_mstep, "l",
     blocks=lambda s, K: (Block("lambdas", (s,), "positive", "lambda"),),
-    location=lambda b: b["lambdas"])
+    location=lambda b: b["lambdas"],
+    score=_pois_score)
 
 EMISSIONS = {e.name: e for e in (CATEGORICAL, GAUSSIAN, POISSON)}

@@ -137,6 +137,27 @@ class HMMModel(Model):
     def sizes(self) -> Sizes:
         return self.layout.sizes()
 
+    @property
+    def has_score(self) -> bool:
+        """A hidden Markov model's emissions have scores (a TMAP's chain: not yet)."""
+        return not self.terminating and self.emission.score is not None
+
+    def score(self, params: np.ndarray, stats: np.ndarray) -> np.ndarray:
+        """As :meth:`Model.score`: ``Q = start . log(startprob) + transitions . log(transmat)
+        + the emission's part``, from the fit's totals (``stats[:, P:]``, see
+        :mod:`.chain`); a probability of 0 (no expected count) gets 0."""
+        lay, N = self.layout, self.n_states
+        tot = stats[:, lay.s_part:]
+        out = np.zeros_like(params)
+        PT, PE = lay.p_trans, lay.p_emit
+        chain = slice(0, PT + N * N)  # startprob, then transmat: the statistics' order too
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[:, chain] = np.where(params[:, chain] > 0.0, tot[:, chain] / params[:, chain],
+                                     0.0)
+        out[:, PE:PE + N * lay.E] = self.emission.score(
+            params[:, PE:PE + N * lay.E], tot[:, lay.s_emit:lay.s_emit + N * lay.S], N, self.K)
+        return out
+
     def pieces(self, dtype, target) -> Pieces:
         # CPU: the E-step and M-step compiled once each, not inlined (see make_chain)
         outer = kernel() if target.name == "cpu" else None

@@ -139,6 +139,12 @@ class Family:
     floors : tuple of (str, float)
         Blocks whose M-step holds values at a floor (a Poisson rate of a component of
         zeros): a fit there is on its boundary (no standard errors).
+    score : callable or None
+        Host NumPy ``score(params (n, M P), stats (n, n_stats), M, D) -> (n, M P)``: the
+        gradient with respect to the parameters, at ``params``, of ``sum_m c_m(params) .
+        stats_m`` (``c`` the linear coefficients, ``stats`` the E-step's at ``params``):
+        by Fisher's identity the score of the log-likelihood (``Model.score``).  None:
+        standard errors from log-likelihood values (:mod:`bulkem.fitting.information`).
     accum_tile : callable or None
         CPU hook ``accum_tile(P, R, M, D, X, T, t0, t1)``: adds ``accum``
         of the tile's observations ``t0 <= t < t1`` with weight ``R[t M + m]``
@@ -178,6 +184,7 @@ class Family:
     logdens_tile: Callable | None = None
     exact_logdens_tile: Callable | None = None
     accum_tile: Callable | None = None
+    score: Callable | None = None
     floors: tuple = ()
     reg_floored: str | None = None
     discrete: bool = False

@@ -216,6 +216,22 @@ def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
     return p[:, :, 1] / p[:, :, 2]  # the components' means
 
 
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score``: per component ``S0 / w``, ``S0 (log b - digamma(a)) + S_log x`` and
+    ``S0 a / b - S_x`` (the derivatives of ``coef``'s ``c . S``)."""
+    from scipy.special import digamma
+
+    n = len(params)
+    p = params.reshape(n, n_components, _P)
+    S = stats.reshape(n, n_components, _P)
+    a, b = p[..., 1], p[..., 2]
+    out = np.empty_like(p)
+    out[..., 0] = S[..., 0] / p[..., 0]
+    out[..., 1] = S[..., 0] * (np.log(b) - digamma(a)) + S[..., 1]
+    out[..., 2] = S[..., 0] * a / b - S[..., 2]
+    return out.reshape(n, -1)
+
+
 FAMILY = Family(
     name="gamma",
     ndim=1,
@@ -231,6 +247,7 @@ FAMILY = Family(
     coef=coef,
     logdens=logdens,
     accum=accum,
+    score=score,
     mstep=mstep,
     accum_tile=accum_tile,
     exact_coef=exact_coef,

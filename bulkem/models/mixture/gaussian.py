@@ -261,6 +261,22 @@ def mstep(stats, params, M, D, n, reg):
     return 0
 
 
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score``: per component ``S0 / w``, ``(S1_d - S0 mu_d) / var_d`` and
+    ``(sum r (x_d - mu_d)^2 / var_d - S0) / (2 var_d)`` (the derivatives of ``coef``'s
+    ``c . S``; ``sum r (x_d - mu_d)^2 = S2_d - 2 mu_d S1_d + S0 mu_d^2``)."""
+    n, D = len(params), n_dims
+    p = params.reshape(n, n_components, 1 + 2 * D)
+    S = stats.reshape(n, n_components, 1 + 2 * D)
+    mu, var = p[..., 1:1 + D], p[..., 1 + D:]
+    s0, s1, s2 = S[..., :1], S[..., 1:1 + D], S[..., 1 + D:]
+    out = np.empty_like(p)
+    out[..., 0] = S[..., 0] / p[..., 0]
+    out[..., 1:1 + D] = (s1 - s0 * mu) / var
+    out[..., 1 + D:] = ((s2 - 2.0 * mu * s1 + s0 * mu * mu) / var - s0) / (2.0 * var)
+    return out.reshape(n, -1)
+
+
 @njit(inline="always")
 def _data_var(x, d):
     """Variance of column d of the dataset x (n, D); 1 for a constant column."""
@@ -432,6 +448,7 @@ FAMILY = Family(
     accum=accum,
     mstep=mstep,
     accum_tile=accum_tile,
+    score=score,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
     logdens_tile=logdens_tile,

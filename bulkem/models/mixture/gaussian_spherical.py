@@ -189,6 +189,23 @@ def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
     return params.reshape(len(params), n_components, n_dims + 2)[:, :, 1]
 
 
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score``: per component ``S0 / w``, ``(S1_d - S0 mu_d) / var`` and
+    ``(sum r |x - mu|^2 / var - D S0) / (2 var)`` (the derivatives of ``coef``'s ``c . S``;
+    ``sum r |x - mu|^2 = S2 - 2 mu . S1 + S0 |mu|^2``)."""
+    n, D = len(params), n_dims
+    p = params.reshape(n, n_components, D + 2)
+    S = stats.reshape(n, n_components, D + 2)
+    mu, var = p[..., 1:1 + D], p[..., 1 + D]
+    s0, s1, s2 = S[..., 0], S[..., 1:1 + D], S[..., 1 + D]
+    out = np.empty_like(p)
+    out[..., 0] = s0 / p[..., 0]
+    out[..., 1:1 + D] = (s1 - s0[..., None] * mu) / var[..., None]
+    sq = s2 - 2.0 * (mu * s1).sum(-1) + s0 * (mu * mu).sum(-1)
+    out[..., 1 + D] = (sq / var - D * s0) / (2.0 * var)
+    return out.reshape(n, -1)
+
+
 FAMILY = Family(
     name="gaussian_spherical",
     ndim=2,
@@ -204,6 +221,7 @@ FAMILY = Family(
     coef=coef,
     logdens=logdens,
     accum=accum,
+    score=score,
     mstep=mstep,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,

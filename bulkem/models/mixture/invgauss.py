@@ -120,6 +120,22 @@ def mstep(stats, params, M, D, n, reg):
     return 0
 
 
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score``: per component ``S0 / w``, ``lambda (S1 / mu - S0) / mu^2`` and
+    ``S0 (1 / (2 lambda) + 1 / mu) - S1 / (2 mu^2) - S2 / 2`` (the derivatives of ``coef``'s
+    ``c . S``)."""
+    n = len(params)
+    p = params.reshape(n, n_components, _P)
+    S = stats.reshape(n, n_components, _P)
+    w, mu, lam = p[..., 0], p[..., 1], p[..., 2]
+    s0, s1, s2 = S[..., 0], S[..., 1], S[..., 2]
+    out = np.empty_like(p)
+    out[..., 0] = s0 / w
+    out[..., 1] = lam * (s1 / mu - s0) / (mu * mu)
+    out[..., 2] = s0 * (0.5 / lam + 1.0 / mu) - 0.5 * s1 / (mu * mu) - 0.5 * s2
+    return out.reshape(n, -1)
+
+
 @njit(inline="always")
 def subset_init(x, idx, out):
     n_comp, k = idx.shape
@@ -216,6 +232,7 @@ FAMILY = Family(
     accum=accum,
     mstep=mstep,
     accum_tile=accum_tile,
+    score=score,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
     coef_bound=coef_bound,

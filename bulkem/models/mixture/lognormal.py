@@ -131,6 +131,7 @@ FAMILY = Family(
     accum=gaussian.accum,
     mstep=gaussian.mstep,
     accum_tile=gaussian.accum_tile,
+    score=gaussian.score,  # (the statistics of log x)
     exact_coef=gaussian.exact_coef,
     exact_logdens=gaussian.exact_logdens,
     logdens_tile=gaussian.logdens_tile,

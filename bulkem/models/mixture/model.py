@@ -199,6 +199,17 @@ class MixtureModel(Model):
             out |= (blocks[name].reshape(len(params), -1) <= floor * (1 + 1e-6)).any(axis=1)
         return out
 
+    @property
+    def has_score(self) -> bool:
+        """Whether the family has a score (``Family.score``)."""
+        return self.family.score is not None
+
+    def score(self, params: np.ndarray, stats: np.ndarray) -> np.ndarray:
+        """As :meth:`Model.score`: the family's (``Family.score``), from the E-step's
+        statistics less its log-likelihood (the last)."""
+        M, D = self.n_components, self.n_dims
+        return self.family.score(params, stats[:, :self.family.n_stats(M, D)], M, D)
+
     def canonical(self, params: np.ndarray) -> np.ndarray:
         """``params`` (n_fits, n_params) with each fit's components in increasing location."""
         key = self.family.order_key(params, self.n_components, self.n_dims)

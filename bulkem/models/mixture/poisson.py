@@ -183,6 +183,18 @@ def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
     return params.reshape(len(params), n_components, _P)[:, :, 1]
 
 
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score``: per component ``S0 / w`` and ``S_x / rate - S0`` (the derivatives of
+    ``coef``'s ``c . S``)."""
+    n = len(params)
+    p = params.reshape(n, n_components, _P)
+    S = stats.reshape(n, n_components, _S)
+    out = np.empty_like(p)
+    out[..., 0] = S[..., 0] / p[..., 0]
+    out[..., 1] = S[..., 1] / p[..., 1] - S[..., 0]
+    return out.reshape(n, -1)
+
+
 FAMILY = Family(
     name="poisson",
     ndim=1,
@@ -198,6 +210,7 @@ FAMILY = Family(
     coef=coef,
     logdens=logdens,
     accum=accum,
+    score=score,
     mstep=mstep,
     accum_tile=accum_tile,
     exact_coef=exact_coef,
