@@ -356,7 +356,9 @@ def fit(
         size) with its criteria, and the usual tables hold each dataset's
         chosen size (``criterion``); ``FitResult.for_size(k)`` gives any size.
         On the CPU the mixtures' grid runs one kernel for every size
-        (``Tuning(cpu_sizes="run-time")``, unless ``tuning`` is given).
+        (``Tuning(cpu_sizes="run-time")``, unless ``tuning`` is given); on the GPU every
+        size's fits run in one run of the scheduler (a kernel per size, their chunks on
+        the same streams).
     n_starts : int, default 10
         Starts per dataset: the rows of ``init`` first, then random starts
         drawn by ``init_method``.
@@ -585,9 +587,9 @@ def fit(
                     engine=resolve_backend(backend), progress=progress, t0=t0,
                     reorder=bool(reorder),
                     accel=(fitted[0].accel_default if accel is None else bool(accel)))
-    results = {size: _fit_model(model, pairs, user=user, strict=bool(strict), se=bool(se),
-                                trace=bool(trace), **settings)
-               for (size, _, _), model in zip(sizes, fitted, strict=True)}
+    results = dict(zip([size for size, _, _ in sizes],
+                       _fit_models(fitted, pairs, user=user, strict=bool(strict), se=bool(se),
+                                   trace=bool(trace), **settings), strict=True))
     if grid is None:
         result = results[sizes[0][0]]
         if bootstrap:  # the refits: fresh starts, nothing but their parameters kept
@@ -617,50 +619,64 @@ def fit(
     return result
 
 
-def _fit_model(model, pairs: list, *, n_starts: int, seed: int, user: Any, dtype: str,
-               max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
-               strict: bool, progress: Any, se: bool, t0: float, reorder: bool,
-               trace: bool, accel: bool = False) -> FitResult:
-    """Pack the datasets for ``model``, fit every (dataset, start) and build the tables."""
-    packed = model.pack(pairs)
-    n_bad = len(packed.ids) - len(packed.valid)
-    if n_bad and strict:
-        first = next(m for m in packed.messages if m is not None)
-        raise ValueError(f"{n_bad} invalid dataset(s) with strict=True; first: {first}.")
+def _fit_model(model, pairs: list, **settings: Any) -> FitResult:
+    """Pack the datasets for ``model``, fit every (dataset, start) and build the tables
+    (:func:`_fit_models` of one model)."""
+    return _fit_models([model], pairs, **settings)[0]
 
-    job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, tol,
-                   init_method, reg_covar)
-    job.reorder = reorder
-    job.accel = int(accel)
-    if trace:
-        job.trace = np.full((len(job.fit_ds), max_iter + 1), np.nan)
-    if se:  # the standard errors' job reads the fit's kernel arrays again
-        packed.data.kernel_cache = {}
-    bar = Progress(progress, len(job.fit_ds))
-    compiled = (model.key, engine, np.dtype(dtype).name)
-    if compiled not in _COMPILED:  # first use in this process: kernels compiled or loaded
+
+def _fit_models(models: list, pairs: list, *, n_starts: int, seed: int, user: Any, dtype: str,
+                max_iter: int, tol: float, init_method: str, reg_covar: float, engine: str,
+                strict: bool, progress: Any, se: bool, t0: float, reorder: bool,
+                trace: bool, accel: bool = False) -> list[FitResult]:
+    """Pack the datasets for each model (a grid's sizes), fit every (dataset, start) of every
+    one in one engine run (:func:`bulkem.engines.select.run_jobs`) and build each one's
+    tables."""
+    made = []
+    for model in models:
+        packed = model.pack(pairs)
+        n_bad = len(packed.ids) - len(packed.valid)
+        if n_bad and strict:
+            first = next(m for m in packed.messages if m is not None)
+            raise ValueError(f"{n_bad} invalid dataset(s) with strict=True; first: {first}.")
+        job = make_job(model, packed, n_starts, seed, user, np.dtype(dtype), max_iter, tol,
+                       init_method, reg_covar)
+        job.reorder = reorder
+        job.accel = int(accel)
+        if trace:
+            job.trace = np.full((len(job.fit_ds), max_iter + 1), np.nan)
+        made.append((model, packed, job, result_class(model), {}))
+    bar = Progress(progress, sum(len(job.fit_ds) for _, _, job, _, _ in made))
+    compiled = {(model.key, engine, np.dtype(dtype).name) for model in models}
+    if compiled - _COMPILED:  # first use in this process: kernels compiled or loaded
         bar.phase("compiling kernels, first use; kept on disk for the next run")
-        _COMPILED.add(compiled)
-    early: dict = {}
-    tables = result_class(model)
+        _COMPILED.update(compiled)
 
-    def on_starts() -> None:  # while the GPU runs: what the tables need of the starts only
-        early.update(tables.before_fits(model, packed, job, n_starts))
+    def on_starts(model, packed, job, tables, early) -> Callable[[], None]:
+        # while the GPU runs: what the tables need of the starts only
+        return lambda: early.update(tables.before_fits(model, packed, job, n_starts))
 
+    results = []
     try:
+        for _, packed, _, _, _ in made:
+            if se:  # the standard errors' job reads the fit's kernel arrays again
+                packed.data.kernel_cache = {}
         try:
-            select.run(job, engine, bar, on_starts)
+            select.run_jobs([m[2] for m in made], engine, bar, [on_starts(*m) for m in made])
         finally:
             bar.close()
-        result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
-                                 time.perf_counter() - t0, early or None)
-        if trace:
-            result.tables["trace"] = _trace_table(result, job)
-        if se:
-            standard_errors(result, engine, reg_covar)
+        for model, packed, job, tables, early in made:
+            result = tables.assemble(model, packed, job, n_starts, seed, engine, dtype,
+                                     time.perf_counter() - t0, early or None)
+            if trace:
+                result.tables["trace"] = _trace_table(result, job)
+            if se:
+                standard_errors(result, engine, reg_covar)
+            results.append(result)
     finally:
-        packed.data.kernel_cache = None  # (the kernel arrays: not kept with the result)
-    return result
+        for _, packed, _, _, _ in made:
+            packed.data.kernel_cache = None  # (the kernel arrays: not kept with the result)
+    return results
 
 
 def loglik(

@@ -19,6 +19,37 @@ def _ig_batch(seed, n=3):
             for _ in range(n)]
 
 
+@pytest.mark.cuda
+def test_a_grid_on_the_gpu_runs_every_size_in_one_scheduler_run(monkeypatch, seed):
+    """On the GPU a grid's sizes share one run of the scheduler (each size's chunks on the
+    same streams), and each size's fits are still those of a call with that size alone."""
+    from conftest import SIMULATED
+
+    from bulkem.engines.cuda import scheduler
+    from bulkem.tuning import Tuning
+
+    tuning = (Tuning(cuda_warps_per_block=2, cuda_lanes_per_fit=4,
+                     cuda_lanes_per_fit_tol0={"float64": 4, "float32": 4},
+                     cuda_lanes_per_refit=None) if SIMULATED else Tuning())
+    runs: list = []
+    real = scheduler.run_jobs
+
+    def spy(jobs, *args):
+        runs.append(len(jobs))
+        return real(jobs, *args)
+
+    monkeypatch.setattr(scheduler, "run_jobs", spy)
+    x = [v[:40] for v in _ig_batch(seed, n=2)]
+    kw = dict(family="invgauss", n_starts=2, seed=seed, max_iter=15, backend="cuda",
+              tuning=tuning)
+    grid = bulkem.fit(x, n_components=[1, 2], **kw)
+    assert runs == [2]
+    for k in (1, 2):
+        alone = bulkem.fit(x, n_components=k, **kw)
+        pd.testing.assert_frame_equal(grid.for_size(k).starts, alone.starts)
+        pd.testing.assert_frame_equal(grid.for_size(k).components, alone.components)
+
+
 def _entropy(z):
     return -np.sum(np.where(z > 0, z * np.log(np.where(z > 0, z, 1.0)), 0.0))
 

@@ -163,6 +163,25 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
     return strategy
 
 
+def run_jobs(jobs: list, engine: str, progress, on_starts: list) -> list:
+    """Run several jobs on the same data (a grid's sizes, one model each) in one engine run;
+    return each one's strategy.
+
+    On the GPU, jobs that all run the bulk strategy share one run of the scheduler
+    (:func:`.cuda.scheduler.run_jobs`: every size's chunks on the same host threads and
+    streams); otherwise each job runs as :func:`run` runs it, one after the other (on the
+    CPU a grid of mixtures has one kernel for every size, ``Tuning(cpu_sizes="run-time")``).
+    ``on_starts[k]()`` is called once job ``k``'s starts are drawn (on the GPU: once every
+    job's are, while the GPU works).
+    """
+    if len(jobs) > 1 and engine == "cuda" and all(choose(j, engine) == "bulk" for j in jobs):
+        from .cuda import scheduler
+
+        scheduler.run_jobs(jobs, progress, lambda: [f() for f in on_starts])
+        return ["bulk"] * len(jobs)
+    return [run(job, engine, progress, f) for job, f in zip(jobs, on_starts, strict=True)]
+
+
 def _filter(job, engine: str, strategy: str, on_starts: Callable[[], None] | None) -> None:
     """The Kalman likelihood of every fit (a series under a parameter set) by ``strategy``:
     ``job.loglik``, its status and, where the filter stopped, ``job.stopped_at``."""

@@ -184,21 +184,28 @@ def run_fits(job, progress, on_starts=None) -> None:
     then runs in the calling thread while the GPUs work, once the host
     threads have launched their first chunks.
     """
+    run_jobs([job], progress, on_starts)
+
+
+def run_jobs(jobs: list, progress, on_starts=None) -> None:
+    """Run every fit of several jobs on all GPUs in one run, in place (:func:`run_fits`).
+
+    A grid of model sizes (``fit(n_components=[1, ..., 6])``) is a job per size on the same
+    data, each with its own compiled kernel: each job's chunks are planned as if it ran
+    alone, and every chunk of every job goes to the same host threads and streams, the
+    costliest job's first, so that one job's kernels run while the next job's chunks are
+    packed and launched (one after the other, each size's last chunks would leave the GPU
+    idle while the next size's first is packed).  The jobs share the tuning of the first.
+    """
     simulated = SIMULATED
-    tuning = job.tuning
+    tuning = jobs[0].tuning
     devices = [0] if simulated else _devices(tuning)
     # The simulator cannot run two kernels at once: one stream, in this thread.
     n_threads = 1 if simulated else max(1, tuning.cuda_host_threads // len(devices))  # per GPU
-    first, counts = _fit_ranges(job)
-    lens = job.data.dataset_sizes()
-    cost = lens * counts.astype(np.float64)
-    order = np.arange(len(lens))
-    if tuning.cuda_group_by_size:
-        order = order[np.argsort(-lens, kind="stable")]
-    parts = balance(cost, order, len(devices))
     watching = progress.active
 
-    def chunks_of(part: np.ndarray) -> list[Chunk]:
+    def chunks_of(job, part: np.ndarray, cost: np.ndarray, ranges) -> list[Chunk]:
+        counts = ranges[1]
         n_fits = int(counts[part].sum())
         n_chunks = min(len(part), max(
             math.ceil(n_fits / tuning.cuda_chunk_fits),
@@ -206,8 +213,7 @@ def run_fits(job, progress, on_starts=None) -> None:
         ))
         budget = _budget(n_threads * tuning.cuda_chunks_in_flight, tuning)
         return [c for group in balance(cost, part, max(n_chunks, 1))
-                for c in plan_chunks(job, group, budget, tuning.cuda_chunk_fits,
-                                     (first, counts))]
+                for c in plan_chunks(job, group, budget, tuning.cuda_chunk_fits, ranges)]
 
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -225,7 +231,7 @@ def run_fits(job, progress, on_starts=None) -> None:
         with lock:
             progress(n)
 
-    def finish(run) -> None:
+    def finish(job, run) -> None:
         told = [0]
 
         def watch(done: int) -> None:
@@ -245,14 +251,15 @@ def run_fits(job, progress, on_starts=None) -> None:
                 n = 0
                 while True:
                     started = None
-                    chunk = None if errors else _next(work)
-                    if chunk is not None:
-                        started = bulk.launch(job, pack(job, chunk),
-                                                     streams[n % len(streams)])
+                    item = None if errors else _next(work)
+                    if item is not None:
+                        job, chunk = item
+                        started = (job, bulk.launch(job, pack(job, chunk),
+                                                    streams[n % len(streams)]))
                         n += 1  # the streams in turn
                         count_launch()
                     if running is not None:
-                        finish(running)
+                        finish(*running)
                     if started is None:
                         return
                     running = started
@@ -260,30 +267,48 @@ def run_fits(job, progress, on_starts=None) -> None:
             errors.append(err)
             first_round.set()
 
-    plans = []  # (device, its chunks in launch order, its host threads)
-    for dev, part in zip(devices, parts, strict=True):
-        if len(part):
-            with cuda.gpus[dev]:
-                chunks = chunks_of(part)
-            plans.append((dev, chunks, min(n_threads, len(chunks))))
+    # Each device's (job, chunk) pairs in launch order: the costliest job's chunks first.
+    work_of: dict = {dev: [] for dev in devices}
+    costs = []
+    for job in jobs:
+        first, counts = _fit_ranges(job)
+        lens = job.data.dataset_sizes()
+        costs.append(float((lens * counts).sum()) * job.params.shape[1])
+    for k in np.argsort(-np.array(costs), kind="stable"):
+        job = jobs[k]
+        first, counts = _fit_ranges(job)
+        lens = job.data.dataset_sizes()
+        cost = lens * counts.astype(np.float64)
+        order = np.arange(len(lens))
+        if tuning.cuda_group_by_size:
+            order = order[np.argsort(-lens, kind="stable")]
+        for dev, part in zip(devices, balance(cost, order, len(devices)), strict=True):
+            if len(part):
+                with cuda.gpus[dev]:
+                    work_of[dev] += [(job, c) for c in chunks_of(job, part, cost,
+                                                                 (first, counts))]
+    plans = [(dev, items, min(n_threads, len(items))) for dev, items in work_of.items()
+             if items]
     # on_starts waits until every host thread has launched its first chunks
     first_launches = sum(min(n * tuning.cuda_chunks_in_flight, len(c)) for _, c, n in plans)
-    job.draw_starts()
+    for job in jobs:
+        job.draw_starts()
     threads = []
     try:
         if simulated:  # one stream, in this thread
-            for dev, chunks, _ in plans:
-                worker(dev, _queue(chunks))
+            for dev, items, _ in plans:
+                worker(dev, _queue(items))
         else:
             # This thread launches each GPU's first chunk itself, one GPU
             # after the other, then starts the workers: a worker started first
             # would hold the GIL while the next GPU waits for its first launch.
             todo = []
-            for dev, chunks, n_dev_threads in plans:
+            for dev, items, n_dev_threads in plans:
+                job, chunk = items[0]
                 with cuda.gpus[dev]:
-                    opening = bulk.launch(job, pack(job, chunks[0]), cuda.stream())
+                    opening = (job, bulk.launch(job, pack(job, chunk), cuda.stream()))
                 count_launch()
-                work = _queue(chunks[1:])
+                work = _queue(items[1:])
                 todo += [(dev, work, opening if k == 0 else None) for k in range(n_dev_threads)]
             for args in todo:
                 threads.append(threading.Thread(target=worker, args=args, daemon=True))
@@ -298,14 +323,14 @@ def run_fits(job, progress, on_starts=None) -> None:
         raise errors[0]
 
 
-def _queue(chunks: list[Chunk]) -> queue.Queue:
+def _queue(items: list) -> queue.Queue:
     work: queue.Queue = queue.Queue()
-    for c in chunks:
-        work.put(c)
+    for item in items:
+        work.put(item)
     return work
 
 
-def _next(work: queue.Queue) -> Chunk | None:
+def _next(work: queue.Queue) -> tuple | None:
     try:
         return work.get_nowait()
     except queue.Empty:
