@@ -135,8 +135,9 @@ def make_units(model, dtype, target) -> Units:
             if not CAT:
                 m = dens(work, WE, N, K, x, a0 + t, e)
             for j in range(N):
-                if CAT:
-                    le = lw[WE + j * K + int(x[a0 + t])]
+                if CAT:  # (a missing step, NaN: marginalised, log 1)
+                    v = x[a0 + t]
+                    le = 0.0 if math.isnan(v) else lw[WE + j * K + int(v)]
                 else:
                     le = math.log(e[j]) + m
                 if t == 0:
