@@ -304,10 +304,12 @@ def fit(
 
     Parameters
     ----------
-    datasets : list of array-like, dict, array-like or pandas.DataFrame
+    datasets : list of array-like, dict, array-like, pandas.DataFrame or pyarrow data
         A list of 1-D arrays, a dict name -> array, one 1-D array (one
-        dataset), or a long DataFrame with columns ``dataset_col`` and
-        ``value_col``.  For ``family="gaussian"`` each dataset is a 2-D array
+        dataset), a long DataFrame (or a ``pyarrow.Table``) with columns ``dataset_col``
+        and ``value_col`` (datasets in order of first appearance, read by column), or a
+        ``pyarrow`` list array (``ListArray``, ``LargeListArray``, chunked: a dataset per
+        list, a null list an empty one).  For ``family="gaussian"`` each dataset is a 2-D array
         of shape ``(n_obs, n_dims)`` (1-D data is ``n_dims = 1``; one 3-D
         array is a stack of datasets), and a DataFrame has the dataset column
         and one column per dimension (all columns but ``dataset_col`` unless

@@ -243,3 +243,65 @@ def test_buffers_beyond_memory_say_how_much_and_what_to_do(monkeypatch):
     with pytest.raises(MemoryError, match=r"work buffers of .* longest sequence or series: "
                                           r"100,000 steps.*split the longest"):
         bulkem.fit([[seq]], family="hmm", n_starts=2, backend="cpu", progress=False)
+
+
+@pytest.mark.parametrize("family", ["invgauss", "gaussian", "gaussian_full", "poisson",
+                                    "lognormal", "gamma"])
+def test_the_mixtures_vectorised_screen_finds_every_dataset_the_check_faults(family, seed):
+    """``MixtureModel.pack`` runs ``check`` only where one pass over all values flags a
+    dataset (too short, NaN or infinite, ``Family.outside``): its messages must be exactly
+    the per-dataset checks', and the valid datasets' values packed in order."""
+    from bulkem.models.mixture import GAUSSIAN_FULL, MIXTURE_FAMILIES
+    from bulkem.models.mixture.model import MixtureModel
+
+    rng = np.random.default_rng(seed)
+    fam = GAUSSIAN_FULL if family == "gaussian_full" else MIXTURE_FAMILIES[family]
+    D = 2 if fam.ndim == 2 else 1
+    model = MixtureModel(fam, 2, D)
+
+    def good(n):
+        x = rng.integers(1, 9, (n, D)).astype(float)
+        return x if fam.ndim == 2 else x[:, 0]
+
+    pairs = [(0, good(12)), (1, good(0)), (2, good(3))]
+    for k, v in enumerate([np.nan, np.inf, -np.inf, -1.0, 0.0, 2.5]):
+        x = good(12)
+        x[int(rng.integers(0, 12))] = v
+        pairs.append((3 + k, x))
+    pairs.append((99, good(15)))
+    packed = model.pack(pairs)
+    assert packed.messages == [model.check(v) for _, v in pairs]
+    assert packed.messages[0] is None and packed.messages[-1] is None
+    ok = [v for (_, v), m in zip(pairs, packed.messages, strict=True) if m is None]
+    np.testing.assert_array_equal(packed.values, np.concatenate(ok))
+
+
+def test_arrow_lists_and_long_frames_are_read_by_column():
+    """A ``pyarrow`` list array (plain, large, chunked, sliced; a null list is an empty
+    dataset) and a long frame in any row order give the fits of the same list of arrays; a
+    frame's datasets keep their order of first appearance, rows without one left out."""
+    pa = pytest.importorskip("pyarrow")
+    a, b, c = demo(3, 40, 5)
+    kw = dict(n_starts=2, max_iter=10, seed=4, backend="cpu")
+    ref = bulkem.fit([a, b, c], **kw).summary.loglik.to_numpy()
+    lists = [a.tolist(), b.tolist(), c.tolist()]
+    for arr in (pa.array(lists), pa.array(lists, type=pa.large_list(pa.float64())),
+                pa.chunked_array([pa.array(lists[:1]), pa.array(lists[1:])]),
+                pa.array([[1.0]] + lists)[1:]):
+        np.testing.assert_array_equal(bulkem.fit(arr, **kw).summary.loglik, ref)
+    with pytest.warns(UserWarning, match="1 of 4 datasets are invalid"):
+        res = bulkem.fit(pa.array(lists[:1] + [None] + lists[1:]), **kw)
+    assert res.summary.status[1] == "invalid_data" and "empty" in res.summary.message[1]
+    long = pd.DataFrame({"dataset": np.repeat(["z", "y", "x"], [len(a), len(b), len(c)]),
+                         "value": np.r_[a, b, c]})
+    shuffled = long.sample(frac=1.0, random_state=1)
+    shuffled.loc[shuffled.index[0], "dataset"] = None  # no dataset: left out
+    for frame in (long, pa.Table.from_pandas(long)):
+        res = bulkem.fit(frame, **kw)
+        assert list(res.summary.dataset) == ["z", "y", "x"]
+        np.testing.assert_array_equal(res.summary.loglik, ref)
+    res = bulkem.fit(shuffled, **kw)
+    want = bulkem.fit({k: g.value.to_numpy()
+                       for k, g in shuffled.groupby("dataset", sort=False)}, **kw)
+    assert list(res.summary.dataset) == list(want.summary.dataset)
+    np.testing.assert_array_equal(res.summary.loglik, want.summary.loglik)

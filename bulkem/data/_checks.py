@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit, prange
 
 
@@ -19,3 +20,17 @@ def count_nonfinite(flat):
             k += 0 if math.isfinite(flat[i]) else 1
         bad += k
     return bad
+
+
+@njit(parallel=True, cache=True)
+def nonfinite_datasets(flat, starts):
+    """Per dataset ``d``: whether any of ``flat[starts[d]:starts[d + 1]]`` is NaN or
+    infinite (the datasets on every core; each scan stops at its first)."""
+    n = len(starts) - 1
+    out = np.zeros(n, np.bool_)
+    for d in prange(n):
+        for i in range(starts[d], starts[d + 1]):
+            if not math.isfinite(flat[i]):
+                out[d] = True
+                break
+    return out

@@ -10,6 +10,7 @@ identifier and a message; they are never fitted and never abort the batch.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,104 @@ class Packed:
         return self.data.value_offsets
 
 
+class Flat(Sequence):
+    """Datasets given as one array of values and offsets (a long DataFrame, an Arrow list
+    array): the sequence of ``(identifier, values)`` pairs :func:`as_datasets` returns, each
+    dataset's values a view, and :func:`pack` packs without a Python step per dataset.
+
+    Attributes
+    ----------
+    ids : list
+        Every dataset's identifier.
+    values : ndarray of shape (n_values,) or (n_values, n_dims), float64
+    offsets : ndarray of shape (n_datasets + 1,), int64
+        Dataset ``k`` is ``values[offsets[k]:offsets[k + 1]]``.
+    """
+
+    def __init__(self, ids: list, values: np.ndarray, offsets: np.ndarray) -> None:
+        self.ids, self.values, self.offsets = ids, values, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            a, b, step = i.indices(len(self))
+            if step != 1:
+                return [self[k] for k in range(a, b, step)]
+            b = max(a, b)
+            off = self.offsets[a:b + 1]
+            return Flat(self.ids[a:b], self.values[off[0]:off[-1]], off - off[0])
+        i = operator.index(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"dataset {i} of {len(self)}")
+        return self.ids[i], self.values[self.offsets[i]:self.offsets[i + 1]]
+
+
+def _flat_frame(df: pd.DataFrame, dataset_col: str, cols: Any) -> Flat:
+    """A long frame's datasets (rows of each ``dataset_col`` value, in order of first
+    appearance; rows without one left out, as ``groupby`` does) by column: one factorise and
+    one stable sort, none where the rows are already grouped."""
+    codes, uniques = pd.factorize(df[dataset_col], sort=False)
+    try:
+        values = df[cols].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        ident = "?"
+        for c in [cols] if isinstance(cols, str) else cols:  # the first dataset at fault
+            bad = pd.to_numeric(df[c], errors="coerce").isna().to_numpy() & df[c].notna().to_numpy()
+            if bad.any():
+                ident = df[dataset_col].iloc[int(np.argmax(bad))]
+                break
+        raise TypeError(
+            f"dataset {ident!r} holds non-numeric values ({err}); expected numbers. "
+            "Convert the column to numbers (pandas.to_numeric) before fitting."
+        ) from None
+    if len(codes) and (codes[0] < 0 or np.any(np.diff(codes) < 0)):
+        order = np.argsort(codes, kind="stable")
+        codes, values = codes[order], values[order]
+    keep = int(np.searchsorted(codes, 0))  # (code -1: no dataset)
+    counts = np.bincount(codes[keep:], minlength=len(uniques))
+    offsets = np.zeros(len(uniques) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Flat(list(uniques), np.ascontiguousarray(values[keep:]), offsets)
+
+
+def _flat_arrow(arr: Any, ndim: int) -> Flat:
+    """A ``pyarrow`` list array (``ListArray``, ``LargeListArray`` or a chunked one): one
+    dataset per list (a null list: an empty dataset), the values read once (nulls: NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    inner = arr.flatten()  # (the values of this array's lists: a slice's, no null list's)
+    if ndim == 2 and pa.types.is_fixed_size_list(inner.type):
+        width = inner.type.list_size
+        values = inner.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
+        values = values.reshape(-1, width)
+    else:
+        values = inner.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if ndim == 2:
+            values = values[:, None]
+    return Flat(list(range(len(arr))), np.ascontiguousarray(values), offsets)
+
+
+def _is_arrow_lists(x: Any) -> bool:
+    """A ``pyarrow`` array (or chunked array) of lists."""
+    mod = type(x).__module__
+    if not mod.startswith("pyarrow"):
+        return False
+    import pyarrow as pa
+
+    return isinstance(x, (pa.Array, pa.ChunkedArray)) and (
+        pa.types.is_list(x.type) or pa.types.is_large_list(x.type))
+
+
 def _as_float(x: Any, ident: Any, ndim: int) -> np.ndarray:
     try:
         arr = np.asarray(x, dtype=np.float64)
@@ -84,7 +183,7 @@ def _as_float(x: Any, ident: Any, ndim: int) -> np.ndarray:
 
 def _split_frame(
     df: pd.DataFrame, dataset_col: str, value_cols: Sequence[str] | None, ndim: int
-) -> list[tuple[Any, Any]]:
+) -> Flat:
     if dataset_col not in df.columns:
         raise ValueError(
             f"DataFrame input has columns {list(df.columns)}; expected a {dataset_col!r} "
@@ -104,7 +203,7 @@ def _split_frame(
             "Pass value_col= to pick one."
         )
     cols = value_cols[0] if ndim == 1 else list(value_cols)
-    return [(k, g[cols].to_numpy()) for k, g in df.groupby(dataset_col, sort=False)]
+    return _flat_frame(df, dataset_col, cols)
 
 
 def as_datasets(
@@ -131,7 +230,12 @@ def as_datasets(
     -------
     list of (identifier, ndarray)
     """
-    if isinstance(datasets, pd.DataFrame):
+    if _is_arrow_lists(datasets):
+        pairs = _flat_arrow(datasets, ndim)
+    elif isinstance(datasets, pd.DataFrame) or type(datasets).__name__ == "Table" and \
+            type(datasets).__module__.startswith("pyarrow"):
+        if not isinstance(datasets, pd.DataFrame):  # a pyarrow Table: by column
+            datasets = datasets.to_pandas()
         cols = [value_col] if isinstance(value_col, str) else value_col
         if ndim == 2 and value_col == "value" and "value" not in datasets.columns:
             cols = None
@@ -160,8 +264,10 @@ def as_datasets(
             f"datasets is a {type(datasets).__name__}; expected a list of arrays, a dict "
             "name -> array, one array, or a long pandas DataFrame."
         )
-    if not pairs:
+    if not len(pairs):
         raise ValueError("datasets is empty; expected at least one dataset.")
+    if isinstance(pairs, Flat):
+        return pairs
     out = [(k, _as_float(v, k, ndim)) for k, v in pairs]
     if ndim == 2:
         out = _same_dims(out)
@@ -184,7 +290,7 @@ def _same_dims(pairs: list[tuple[Any, np.ndarray]]) -> list[tuple[Any, np.ndarra
     return [(k, v if len(v) else v.reshape(0, n_dims)) for k, v in pairs]
 
 
-def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:
+def pack(pairs: list[tuple[Any, np.ndarray]], check, screen=None) -> Packed:
     """Validate datasets and concatenate the valid ones.
 
     Parameters
@@ -194,26 +300,52 @@ def pack(pairs: list[tuple[Any, np.ndarray]], check) -> Packed:
     check : callable
         ``check(values) -> str | None``: the family's reason why a dataset
         cannot be fitted, or None.
+    screen : callable, optional
+        ``screen(values, n_obs) -> mask``: one vectorised pass over every dataset's values
+        (concatenated; ``n_obs`` values each) that flags the datasets ``check`` must look
+        at (every one it could fault); the others are valid without a Python call each.
 
     Returns
     -------
     Packed
     """
-    ids = [k for k, _ in pairs]
-    n_obs = np.array([len(v) for _, v in pairs], dtype=np.int64)
-    messages = [check(v) for _, v in pairs]
-    valid = np.array([i for i, m in enumerate(messages) if m is None], dtype=np.int64)
+    everything = None
+    if isinstance(pairs, Flat):  # values and offsets already: no step per dataset
+        ids, n_obs, everything = list(pairs.ids), np.diff(pairs.offsets), pairs.values
+    else:
+        ids = [k for k, _ in pairs]
+        n_obs = np.fromiter((len(v) for _, v in pairs), dtype=np.int64, count=len(pairs))
+    if screen is None:
+        look = np.ones(len(pairs), dtype=bool)
+    else:
+        if everything is None:
+            everything = _concatenate([v for _, v in pairs], pairs[0][1])
+        look = np.asarray(screen(everything, n_obs), dtype=bool)
+    messages = [None] * len(pairs)
+    for i in np.flatnonzero(look):
+        messages[i] = check(pairs[i][1])
+    ok = np.fromiter((m is None for m in messages), dtype=bool, count=len(pairs))
+    valid = np.flatnonzero(ok).astype(np.int64)
     offsets = np.zeros(len(valid) + 1, dtype=np.int64)
     np.cumsum(n_obs[valid], out=offsets[1:])
-    one = pairs[valid[0]][1] if len(valid) == 1 else None
-    if one is not None and one.flags.c_contiguous and one.flags.writeable:
-        values = one  # one large dataset: no copy (the engines never write to their data)
-    elif len(valid):
-        values = np.concatenate([pairs[i][1] for i in valid])
+    if everything is not None and len(valid) == len(pairs):
+        values = everything
+    elif everything is not None:
+        values = everything[np.repeat(ok, n_obs)]
     else:
-        values = np.empty((0,) + pairs[0][1].shape[1:])
+        values = _concatenate([pairs[i][1] for i in valid], pairs[0][1])
     data = Ragged.flat(np.ascontiguousarray(values), offsets)
     return Packed(ids, n_obs, messages, valid, data)
+
+
+def _concatenate(arrays: list, like: np.ndarray) -> np.ndarray:
+    """The arrays one after the other; one large dataset's own array (no copy: the engines
+    never write to their data); none: an empty array shaped as ``like``."""
+    if len(arrays) == 1 and arrays[0].flags.c_contiguous and arrays[0].flags.writeable:
+        return arrays[0]
+    if arrays:
+        return np.concatenate(arrays)
+    return np.empty((0,) + like.shape[1:])
 
 
 def basic_problems(values: np.ndarray, min_obs: int,

@@ -65,6 +65,11 @@ class Family:
         ``min_obs(M, D) -> int``: fewest observations a dataset may have.
     check : callable
         ``check(values, M) -> str | None``: why a dataset cannot be fitted.
+    outside : callable or None
+        ``outside(values) -> mask``: the finite values ``check`` refuses (host NumPy, one
+        flag per value: every dataset's at once, the vectorised screen of
+        :meth:`MixtureModel.pack`); None: ``check`` refuses no finite value (only
+        datasets too short or holding NaN or infinite values).
     features : callable
         ``features(values) -> ndarray (n_features, n_obs)``.
     obs_const : callable
@@ -185,6 +190,7 @@ class Family:
     exact_logdens_tile: Callable | None = None
     accum_tile: Callable | None = None
     score: Callable | None = None
+    outside: Callable | None = None
     floors: tuple = ()
     reg_floored: str | None = None
     discrete: bool = False

@@ -248,6 +248,7 @@ FAMILY = Family(
     logdens=logdens,
     accum=accum,
     score=score,
+    outside=lambda v: v <= 0,
     mstep=mstep,
     accum_tile=accum_tile,
     exact_coef=exact_coef,

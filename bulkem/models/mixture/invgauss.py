@@ -233,6 +233,7 @@ FAMILY = Family(
     mstep=mstep,
     accum_tile=accum_tile,
     score=score,
+    outside=lambda v: v <= 0,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
     coef_bound=coef_bound,

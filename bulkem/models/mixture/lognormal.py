@@ -132,6 +132,7 @@ FAMILY = Family(
     mstep=gaussian.mstep,
     accum_tile=gaussian.accum_tile,
     score=gaussian.score,  # (the statistics of log x)
+    outside=lambda v: v <= 0,
     exact_coef=gaussian.exact_coef,
     exact_logdens=gaussian.exact_logdens,
     logdens_tile=gaussian.logdens_tile,

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 from numba import njit, prange
 
 from ...data import Packed, pack
+from ...data.units import counts
 from ...fitting import starts
 from ...kernels.cache import njit_cached
 from ...tuning import DEFAULT, Tuning
@@ -100,8 +102,25 @@ class MixtureModel(Model):
         return self.family.check(values, self.n_components)
 
     def pack(self, pairs: list) -> Packed:
-        """Validate the datasets (``(identifier, array)`` pairs) and pack the valid ones."""
-        return pack(pairs, self.check)
+        """Validate the datasets (``(identifier, array)`` pairs) and pack the valid ones
+        (:meth:`check` runs only on the datasets that :meth:`screen` flags)."""
+        return pack(pairs, self.check, self.screen)
+
+    def screen(self, values: np.ndarray, n_obs: np.ndarray) -> np.ndarray:
+        """The datasets :meth:`check` could fault (``n_obs`` values each of ``values``),
+        from every value at once: too short, a NaN or infinite value, or a value the family
+        refuses (``Family.outside``)."""
+        from ...data._checks import nonfinite_datasets
+
+        width = int(np.prod(values.shape[1:], dtype=np.int64))
+        starts = np.zeros(len(n_obs) + 1, dtype=np.int64)
+        np.cumsum(n_obs * width, out=starts[1:])
+        look = n_obs < self.family.min_obs(self.n_components, self.n_dims)
+        look |= nonfinite_datasets(np.ascontiguousarray(values, np.float64).reshape(-1), starts)
+        if self.family.outside is not None:
+            with np.errstate(invalid="ignore"):
+                look |= counts(self.family.outside(values), n_obs) > 0
+        return look
 
     def kernel_data(self, data) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The kernels' batch tuple, item offsets and per-dataset constants.
@@ -125,9 +144,14 @@ class MixtureModel(Model):
             Per-dataset sum of the family's shared log-density term.
         """
         values, offsets = data.values, data.value_offsets
-        feat = _contiguous(self.family.features(values),
-                           self.tuning.parallel_transpose_min).reshape(-1)
-        const = segment_sums(self.family.obs_const(values), offsets)
+        big = self.tuning.parallel_transpose_min  # (values: on every core from this many)
+        if len(values) >= big and values.ndim == 1:
+            feat, obs = _by_parts(self.family, values)
+        else:
+            feat = _contiguous(self.family.features(values), big)
+            obs = self.family.obs_const(values)
+        feat = feat.reshape(-1)
+        const = segment_sums(obs, offsets)
         M, per = self.n_components, self.tuning.estep_block_obs
         blocks = (block_obs(np.float64, M, per["float64"]),
                   block_obs(np.float32, M, per["float32"]))
@@ -433,6 +457,29 @@ def _entropy_kernel(family):
 
     _entropy_kernels[family.name] = run
     return run
+
+
+def _by_parts(family, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``family.features(values)`` (C order) and ``family.obs_const(values)`` of a large 1-D
+    batch, computed a slice of values per core (NumPy's ufuncs release the GIL): the same
+    numbers, element by element, as one call each."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = len(values)
+    parts = max(1, min(numba.get_num_threads(), os.cpu_count() or 1))
+    cuts = np.linspace(0, n, parts + 1).astype(np.int64)
+    feat = np.empty((family.n_features(1), n))
+    obs = np.empty(n)
+
+    def one(k: int) -> None:
+        a, b = cuts[k], cuts[k + 1]
+        feat[:, a:b] = family.features(values[a:b])
+        obs[a:b] = family.obs_const(values[a:b])
+
+    with ThreadPoolExecutor(parts) as pool:
+        list(pool.map(one, range(parts)))
+    return feat, obs
 
 
 def _contiguous(feat: np.ndarray, parallel_min: int) -> np.ndarray:
