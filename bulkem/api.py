@@ -204,6 +204,24 @@ def resolve_backend(backend: str) -> str:
     return "cpu"
 
 
+def _with_devices(tuning: Tuning, devices: Any, engine: str) -> Tuning:
+    """``tuning`` with ``cuda_devices`` from ``fit(devices=...)``; checked."""
+    if devices is None:
+        return tuning
+    ok = (isinstance(devices, (Sequence, np.ndarray)) and not isinstance(devices, (str, bytes))
+          and len(devices) > 0
+          and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                  for d in devices)
+          and len(set(int(d) for d in devices)) == len(devices))
+    if not ok:
+        raise ValueError(f"devices must be a non-empty list of distinct GPU ids (0, 1, ...); "
+                         f"got devices = {devices!r}.")
+    if engine != "cuda":
+        raise ValueError(f"devices = {list(devices)!r} picks GPUs, but this call runs on the "
+                         "CPU; pass backend='cuda', or leave devices out.")
+    return dataclasses.replace(tuning, cuda_devices=tuple(int(d) for d in devices))
+
+
 def _read(fam, datasets: Any, M: int | None, dtype: str, tuning: Tuning, dataset_col: str,
           value_col: Any, options: dict) -> tuple[list, Any]:
     """The family's ``(identifier, data)`` pairs and the model of ``M`` components (with
@@ -298,6 +316,7 @@ def fit(
     trace: bool = False,
     accel: bool | None = None,
     rtol: float | None = None,
+    devices: Sequence[int] | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -389,6 +408,10 @@ def fit(
         ``FitResult.seed``.
     backend : {"auto", "cpu", "cuda"}
         "auto" uses a usable GPU when there is one, else the CPU.
+    devices : list of int, optional
+        The GPUs to use (ids 0, 1, ...; default: every visible one): the bulk fits are
+        spread over them; the one-fit-at-a-time engines (wide, large, many states) run on
+        the first.  Only with the CUDA engine.
     dtype : {"float64", "float32"}
         Precision of the per-observation math; sums are always float64.
         With "float32", each returned log-likelihood is computed in float64
@@ -526,7 +549,8 @@ def fit(
     dtype = _check_dtype(dtype)
     if tuning is None and grid is not None:  # one CPU mixture kernel for every size
         tuning = Tuning(cpu_sizes="run-time")
-    tuning = check_tuning(tuning)
+    engine = resolve_backend(backend)
+    tuning = _with_devices(check_tuning(tuning), devices, engine)
     for name, flag in (("se", se), ("strict", strict), ("reorder", reorder), ("trace", trace),
                        ("accel", True if accel is None else accel)):
         if not isinstance(flag, (bool, np.bool_)):
@@ -586,7 +610,7 @@ def fit(
             )
     settings = dict(n_starts=n_starts, seed=seed, dtype=dtype, max_iter=max_iter, tol=float(tol),
                     init_method=init_method, reg_covar=float(reg_covar),
-                    engine=resolve_backend(backend), progress=progress, t0=t0,
+                    engine=engine, progress=progress, t0=t0,
                     reorder=bool(reorder),
                     accel=(fitted[0].accel_default if accel is None else bool(accel)))
     results = dict(zip([size for size, _, _ in sizes],
@@ -820,6 +844,7 @@ def kalman_loglik(
     series_col: str = "series",
     value_col: str | Sequence[str] | None = "value",
     tuning: Tuning | None = None,
+    devices: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """Log marginal likelihood ``log p(y_1, ..., y_T)`` of every series under its model.
 
@@ -886,6 +911,9 @@ def kalman_loglik(
     tuning : bulkem.tuning.Tuning, optional
         Chunk sizes, threads per block and the splash prior's default variance
         (:class:`bulkem.tuning.Tuning`; None: the defaults).
+    devices : list of int, optional
+        The GPUs to use (default: every visible one); the series are split over them, in
+        parts of about equal values (with the CUDA engine only).
 
     Returns
     -------
@@ -934,12 +962,13 @@ def kalman_loglik(
     run = evaluate if mask is None else partial(diffuse.evaluate, mask=mask, run=evaluate)
     options = {"method": method, "window": window, "splash_var": splash_var,
                "dim_obs": models_[0].dim_obs}
+    engine = resolve_backend(backend)
     pairs, lg = _read(STATE_SPACE_FAMILY, series, models_[0].dim_state, dtype,
-                      check_tuning(tuning), series_col, value_col, options)
+                      _with_devices(check_tuning(tuning), devices, engine), series_col,
+                      value_col, options)
     if not one and len(models_) != len(pairs):
         raise ValueError(f"{len(models_)} models for {len(pairs)} series; expected one model "
                          "for all series or one per series.")
-    engine = resolve_backend(backend)
     packed = lg.pack(pairs)
     rows = lg.rows(models_)
     valid = packed.valid

@@ -143,3 +143,34 @@ def test_each_kernel_library_is_unloaded_once():
             SimpleNamespace(primary_context=None)]  # a GPU never used
     assert compat._unload_each_library_once(gpus) == 1
     assert [m._finalizer.detached for m in (a0, b0, a1)] == [False, False, True]
+
+
+@pytest.mark.cuda
+def test_devices_pick_the_gpus_and_bad_ones_say_what_was_found(monkeypatch):
+    """``fit(devices=...)`` and ``kalman_loglik(devices=...)``: the same results on the
+    devices given; ids the process does not see, a CPU run, or a list that is not one of
+    distinct ids raise at once; the Kalman series split over several devices (two "devices"
+    that are both GPU 0 here) give the one-device figures."""
+    from bulkem import StateSpace
+
+    x = list(demo(2, 30, 2))
+    kw = dict(n_starts=1, max_iter=3, seed=1, backend="cuda")
+    base = bulkem.fit(x, **kw)
+    res = bulkem.fit(x, devices=[0], **kw)
+    assert res.summary.loglik.equals(base.summary.loglik)
+    with pytest.raises(ValueError, match=r"GPU id\(s\) \[7\] not found"):
+        bulkem.fit(x, devices=[7], **kw)
+    with pytest.raises(ValueError, match="picks GPUs, but this call runs on the CPU"):
+        bulkem.fit(x, devices=[0], n_starts=1, backend="cpu")
+    for bad in ([], [0, 0], "0", [-1], [True]):
+        with pytest.raises(ValueError, match="devices must be a non-empty list"):
+            bulkem.fit(x, devices=bad, **kw)
+    rng = np.random.default_rng(3)
+    series = [rng.normal(0, 1, n) for n in (6, 3, 8)]
+    model = StateSpace.local_level(1.0, 0.5)
+    cpu = bulkem.kalman_loglik(series, model, backend="cpu")
+    one = bulkem.kalman_loglik(series, model, backend="cuda", devices=[0])
+    monkeypatch.setattr(scheduler, "devices", lambda tuning: [0, 0])
+    two = bulkem.kalman_loglik(series, model, backend="cuda")
+    np.testing.assert_allclose(one.loglik, cpu.loglik, rtol=1e-10)
+    np.testing.assert_array_equal(two.loglik, one.loglik)

@@ -159,7 +159,13 @@ def run(job, engine: str, progress, on_starts: Callable[[], None] | None = None)
         from .cuda.wide import run_fits
     else:
         from .cpu.wide import run_fits
-    run_fits(job, progress)
+    if engine == "cuda":  # one fit at a time over a whole GPU: the first of the devices
+        from .cuda.scheduler import cuda, devices
+
+        with cuda.gpus[devices(job.tuning)[0]]:
+            run_fits(job, progress)
+    else:
+        run_fits(job, progress)
     return strategy
 
 
@@ -201,13 +207,47 @@ def _filter(job, engine: str, strategy: str, on_starts: Callable[[], None] | Non
         rows = job.params = job.init  # evaluated at its parameters: the "fitted" ones
     if on_starts is not None:
         on_starts()
-    batch = m.batch(job.data, job.fit_ds, rows, job.dtype, job.n_obs)
-    if strategy == "exact":
-        out = kalman.exact(batch, tuning=tuning)
-    elif strategy == "scan":
-        out = kalman.scan(batch, tuning=tuning)
+    def run(fits: slice):
+        batch = m.batch(job.data, job.fit_ds[fits], rows if len(rows) == 1 else rows[fits],
+                        job.dtype, job.n_obs)
+        if strategy == "exact":
+            return kalman.exact(batch, tuning=tuning)
+        if strategy == "scan":
+            return kalman.scan(batch, tuning=tuning)
+        return kalman.splash(batch, int(m.window), m.broad_var, tuning=tuning)
+
+    parts = [slice(0, len(job.fit_ds))]
+    if engine == "cuda":  # the fits in parts of about equal values, a GPU (and thread) each
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .cuda.scheduler import cuda, devices
+
+        gpus = devices(tuning)
+        sizes = np.cumsum(job.data.dataset_sizes()[job.fit_ds])
+        cuts = np.searchsorted(sizes, sizes[-1] * np.arange(1, len(gpus)) / len(gpus)) \
+            if len(gpus) > 1 and len(sizes) else []
+        bounds = [0, *(int(c) for c in cuts), len(job.fit_ds)]
+        on_gpu = [(g, slice(a, b))
+                  for g, a, b in zip(gpus[:len(bounds) - 1], bounds[:-1], bounds[1:], strict=True)
+                  if b > a]
+        parts = [fits for _, fits in on_gpu]
+
+        def on(k: int):
+            with cuda.gpus[on_gpu[k][0]]:
+                return run(parts[k])
+
+        from .cuda.compat import SIMULATED
+
+        if SIMULATED or len(parts) == 1:  # (the simulator: one thread, as the scheduler)
+            outs = [on(k) for k in range(len(parts))]
+        else:
+            with ThreadPoolExecutor(len(parts)) as pool:
+                outs = list(pool.map(on, range(len(parts))))
     else:
-        out = kalman.splash(batch, int(m.window), m.broad_var, tuning=tuning)
-    job.loglik[:] = out.loglik
-    job.status[:] = outcome(out.loglik, out.fail, MAX_ITER)
-    job.stopped_at = np.asarray(out.fail, dtype=np.int64)
+        outs = [run(parts[0])]
+    for fits, out in zip(parts, outs, strict=True):
+        job.loglik[fits] = out.loglik
+        job.status[fits] = outcome(out.loglik, out.fail, MAX_ITER)
+        if job.stopped_at is None:
+            job.stopped_at = np.full(len(job.fit_ds), -1, dtype=np.int64)
+        job.stopped_at[fits] = np.asarray(out.fail, dtype=np.int64)

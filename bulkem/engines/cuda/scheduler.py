@@ -164,9 +164,21 @@ def pack(job, chunk: Chunk) -> Chunk:
 
 
 def _devices(tuning) -> list[int]:
-    if tuning.cuda_devices is not None:
-        return list(tuning.cuda_devices)
-    return list(range(len(cuda.gpus)))
+    return devices(tuning)
+
+
+def devices(tuning) -> list[int]:
+    """The GPU ids to run on: ``tuning.cuda_devices`` (``fit(devices=...)``), checked against
+    the GPUs this process sees, or every one."""
+    n = len(cuda.gpus)
+    if tuning.cuda_devices is None:
+        return list(range(n))
+    bad = [d for d in tuning.cuda_devices if not 0 <= d < n]
+    if bad:
+        raise ValueError(f"devices = {list(tuning.cuda_devices)}: GPU id(s) {bad} not found; "
+                         f"this process sees {n} GPU(s), ids 0..{n - 1} "
+                         "(CUDA_VISIBLE_DEVICES renumbers them).")
+    return list(tuning.cuda_devices)
 
 
 def _budget(n_in_flight: int, tuning) -> int:
@@ -199,7 +211,9 @@ def run_jobs(jobs: list, progress, on_starts=None) -> None:
     """
     simulated = SIMULATED
     tuning = jobs[0].tuning
-    devices = [0] if simulated else _devices(tuning)
+    devices = _devices(tuning)  # (checked under the simulator too, which has one)
+    if simulated:
+        devices = devices[:1]
     # The simulator cannot run two kernels at once: one stream, in this thread.
     n_threads = 1 if simulated else max(1, tuning.cuda_host_threads // len(devices))  # per GPU
     watching = progress.active
