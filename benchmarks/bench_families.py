@@ -6,6 +6,13 @@ fits per second on each backend, the same batch, in one run.
 
 Plain EM for a fixed number of iterations (``tol=0``, ``accel=False``): the same work on
 every backend. Whole calls (packing, starts, tables), best of two after a warm-up.
+
+The baseline (``--baseline-datasets``, 0: none) is a loop a SciPy user would write: the
+tests' oracles (``tests/reference.py``: NumPy EM with ``scipy.stats`` log-densities, the
+gamma shape by ``scipy.optimize.brentq``), one (dataset, start) per job from a quantile
+start, the same iterations, in a pool of one worker per core with one BLAS thread each
+and one at a time on one core (``baselines.rates``); its rate is in fits (dataset, start) per
+second.
 """
 
 from __future__ import annotations
@@ -14,9 +21,29 @@ import argparse
 import datetime
 import os
 import platform
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def scipy_fit(job) -> float:
+    """One (dataset, start) by the tests' SciPy oracle: the log-likelihood after ``iters``."""
+    import reference
+
+    family, x, iters = job
+    q = np.quantile(x, [0.25, 0.75])
+    w = np.array([0.5, 0.5])
+    if family == "poisson":
+        return reference.poisson_em(x, w, q + 0.5, max_iter=iters, tol=0.0)["loglik"]
+    if family == "lognormal":
+        return reference.lognormal_em(x, w, np.log(q), np.full(2, np.var(np.log(x))),
+                                      max_iter=iters, tol=0.0)["loglik"]
+    m, v = q, np.full(2, np.var(x))
+    return reference.gamma_em(x, w, m * m / v, m / v, max_iter=iters, tol=0.0)["loglik"]
 
 
 def batch(family: str, D: int, n: int, rng) -> list[np.ndarray]:
@@ -37,6 +64,7 @@ def main() -> None:
     ap.add_argument("--obs", type=int, default=2000)
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--baseline-datasets", type=int, default=0)
     a = ap.parse_args()
     import bulkem
 
@@ -59,6 +87,14 @@ def main() -> None:
                 best = min(best, time.perf_counter() - t)
             print(f"| {fam} | {be} | {best:.3f} | {a.datasets * a.starts / best:,.0f} |",
                   flush=True)
+        if a.baseline_datasets:
+            from baselines import rates
+
+            jobs = [(fam, x[d], a.iters) for d in range(a.baseline_datasets)
+                    for _ in range(a.starts)]
+            pool_rate, core_rate, workers, _ = rates(scipy_fit, jobs)
+            print(f"| {fam} | SciPy loop (tests/reference.py), pool of {workers} | | "
+                  f"{pool_rate:,.1f} (one core: {core_rate:,.1f}) |", flush=True)
 
 
 if __name__ == "__main__":

@@ -34,3 +34,21 @@ def nonfinite_datasets(flat, starts):
                 out[d] = True
                 break
     return out
+
+
+@njit(cache=True)
+def group_order(codes, n_groups):
+    """The stable order that groups rows by ``codes`` (0 .. n_groups - 1; -1: left out, at
+    the front): a counting sort, one pass to count and one to place (``np.argsort(codes,
+    kind="stable")`` is a merge sort, 3 s for 20M rows)."""
+    start = np.zeros(n_groups + 2, np.int64)
+    for c in codes:
+        start[c + 2] += 1
+    for g in range(1, n_groups + 2):
+        start[g] += start[g - 1]
+    order = np.empty(len(codes), np.int64)
+    for i in range(len(codes)):
+        c = codes[i] + 1
+        order[start[c]] = i
+        start[c] += 1
+    return order

@@ -112,7 +112,9 @@ def _flat_frame(df: pd.DataFrame, dataset_col: str, cols: Any) -> Flat:
             "Convert the column to numbers (pandas.to_numeric) before fitting."
         ) from None
     if len(codes) and (codes[0] < 0 or np.any(np.diff(codes) < 0)):
-        order = np.argsort(codes, kind="stable")
+        from ._checks import group_order
+
+        order = group_order(codes.astype(np.int64, copy=False), len(uniques))
         codes, values = codes[order], values[order]
     keep = int(np.searchsorted(codes, 0))  # (code -1: no dataset)
     counts = np.bincount(codes[keep:], minlength=len(uniques))
