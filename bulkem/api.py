@@ -465,8 +465,8 @@ def fit(
         ``summary.message``, where a parameter lies on its constraint's boundary or the
         information is not positive definite. They cost ``2 P`` E-steps per dataset for
         ``P`` free parameters where the model has a score (Fisher's identity: every mixture
-        but full covariances, the hidden Markov models), else ``1 + 2 P + P (P - 1) / 2``
-        log-likelihoods.
+        family and the hidden Markov models), else ``1 + 2 P + P (P - 1) / 2``
+        log-likelihoods (TMAP, the state-space models).
     bootstrap : int, default 0
         ``B`` datasets drawn from each fitted dataset's best fit (its size each: values,
         sequence or series lengths and missing steps, runs), refitted in one batch from

@@ -140,3 +140,18 @@ def assert_starts_match_ig_oracle(res, data, max_iter: int, tol: float) -> None:
         assert (row.status, row.n_iter) == (ref["status"], ref["n_iter"])
         rel = abs(row.loglik - ref["loglik"]) / abs(ref["loglik"])
         assert rel < 1e-9
+
+
+@pytest.fixture
+def small_many_states(monkeypatch):
+    """Small tiles and splits of the GPU's many-states engine under the simulator (which runs
+    a Python thread per CUDA thread). Patched, not passed: they size the shared and local
+    arrays of the module's kernels, which the real compiler needs as single named
+    constants (engines/cuda/many_states.py)."""
+    if SIMULATED:
+        from bulkem.engines.cuda import many_states as many
+
+        for name, value in (("TS", 4), ("KS", 2), ("KSG", 2), ("KT", 4)):
+            monkeypatch.setattr(many, name, value)
+        monkeypatch.setattr(many, "XT", many.TS * many.RB)
+        monkeypatch.setattr(many, "LOADS", many.KT * many.XT // (many.TS * many.TS))

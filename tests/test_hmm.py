@@ -296,21 +296,11 @@ def test_gpu_scores_and_paths_equal_the_cpu_ones(seed):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("params", ["ste", "se"])
-def test_many_states_regime_matches_the_bulk_cpu_engine(monkeypatch, seed, params):
-    """More states than Tuning.hmm_many_states: a matrix product per step (forced low here)."""
-    from conftest import SIMULATED
-
-    from bulkem.engines.cuda import many_states as many
+def test_many_states_regime_matches_the_bulk_cpu_engine(small_many_states, seed, params):
+    """More states than Tuning.hmm_many_states: a matrix product per step (forced low here;
+    small tiles under the simulator: the ``small_many_states`` fixture)."""
     from bulkem.tuning import Tuning
 
-    # Small tiles and splits: the simulator runs a Python thread per CUDA thread.  Patched,
-    # not passed: they size the shared and local arrays of the module's kernels, which the
-    # real compiler needs as single named constants (engines/cuda/many_states.py).
-    if SIMULATED:
-        for name, value in (("TS", 4), ("KS", 2), ("KSG", 2), ("KT", 4)):
-            monkeypatch.setattr(many, name, value)
-        monkeypatch.setattr(many, "XT", many.TS * many.RB)
-        monkeypatch.setattr(many, "LOADS", many.KT * many.XT // (many.TS * many.TS))
     rng = np.random.default_rng(seed)
     # 3 states x 4 symbols: the CPU kernels of the other categorical tests
     data = [[rng.integers(0, 4, n).astype(float) for n in (6, 2, 9)],

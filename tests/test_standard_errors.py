@@ -160,6 +160,8 @@ def _score_cases():
     yield "gaussian", [np.stack([two, rng.normal(0, 1, 120)], axis=1)], {}
     yield "gaussian", [np.stack([two, rng.normal(0, 1, 120)], axis=1)], dict(
         covariance_type="spherical")
+    yield "gaussian", [np.stack([two, 0.5 * two + rng.normal(0, 2, 120)], axis=1)], dict(
+        covariance_type="full")
     yield "poisson", [np.round(two)], {}
     yield "lognormal", [two], {}
     yield "gamma", [two], {}

@@ -116,6 +116,15 @@ def _same_traces(gpu, cpu, rtol) -> None:
 RTOL = {"float64": 1e-9, "float32": 1e-5}
 
 
+def _real_gpu_only(dtype: str) -> None:
+    """float32 on a real GPU only: under the simulator the float32 CPU kernels it compares
+    with cost the test command ~20 s each (the float64 case covers the trace's plumbing)."""
+    from conftest import SIMULATED
+
+    if SIMULATED and dtype == "float32":
+        pytest.skip("float32 traces of the wide and large GPU engines: on a real GPU only")
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_trace_of_the_wide_cuda_engine_is_the_cpu_engines(seed, strategies, dtype):
@@ -123,6 +132,7 @@ def test_trace_of_the_wide_cuda_engine_is_the_cpu_engines(seed, strategies, dtyp
     tests/test_tmap.py's TMAP and wide tuning (its kernels)."""
     from reference_tmap import sample
 
+    _real_gpu_only(dtype)
     p = dict(alpha=np.array([0.5, 0.3, 0.2]),
              pi=np.array([[0.6, 0.2, 0.1], [0.2, 0.5, 0.2], [0.1, 0.3, 0.5]]),
              rates=np.array([2.0, 1.0, 0.5]))
@@ -145,6 +155,7 @@ def test_trace_of_the_large_cuda_engine_is_the_cpu_engines(seed, strategies, dty
     Gaussian (2, 1) and small tiles)."""
     from conftest import SMALL_LARGE
 
+    _real_gpu_only(dtype)
     rng = np.random.default_rng(seed)
     x = [np.concatenate([rng.normal(-2.0, 1.0, 20), rng.normal(3.0, 0.7, 20)])]
     kw = dict(family="gaussian", n_components=2, n_starts=2, seed=seed, max_iter=4, tol=0.0,
@@ -156,18 +167,10 @@ def test_trace_of_the_large_cuda_engine_is_the_cpu_engines(seed, strategies, dty
 
 
 @pytest.mark.cuda
-def test_trace_of_the_many_states_cuda_engine_is_the_cpu_engines(monkeypatch, seed, strategies):
+def test_trace_of_the_many_states_cuda_engine_is_the_cpu_engines(small_many_states, seed,
+                                                                 strategies):
     """The GPU's many-states engine writes the trace in its M-step kernel (small tiles and
-    splits under the simulator, as tests/test_hmm.py's many-states test patches them)."""
-    from conftest import SIMULATED
-
-    from bulkem.engines.cuda import many_states as many
-
-    if SIMULATED:
-        for name, value in (("TS", 4), ("KS", 2), ("KSG", 2), ("KT", 4)):
-            monkeypatch.setattr(many, name, value)
-        monkeypatch.setattr(many, "XT", many.TS * many.RB)
-        monkeypatch.setattr(many, "LOADS", many.KT * many.XT // (many.TS * many.TS))
+    splits under the simulator: the ``small_many_states`` fixture)."""
     rng = np.random.default_rng(seed)
     data = [[rng.integers(0, 4, n).astype(float) for n in (6, 2, 5)]]
     kw = dict(family="hmm", emission="categorical", n_symbols=4, n_components=3, n_starts=2,

@@ -296,6 +296,34 @@ def blocks(n_components: int, n_dims: int) -> tuple[Block, ...]:
             Block("cov", (comp, Axis("entry", len(tri), labels=tri)), "real"))
 
 
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score``: per component ``S0 / w``, ``S^-1 (S1 - S0 mu)`` and, with ``C = sum
+    r (x - mu)(x - mu)^T`` and ``G = (S^-1 C S^-1 - S0 S^-1) / 2``, ``G_pp`` for a diagonal
+    entry and ``2 G_pq`` for an off-diagonal one (each stored once: the derivatives of
+    ``coef``'s ``c . S`` with the lower triangle's entries as the parameters)."""
+    n, D, M = len(params), n_dims, n_components
+    P = _per(D)
+    p = params.reshape(n, M, P)
+    S = stats.reshape(n, M, P)
+    rows, cols = np.tril_indices(D)
+    cov = np.zeros((n, M, D, D))
+    cov[..., rows, cols] = p[..., 1 + D:]
+    cov[..., cols, rows] = p[..., 1 + D:]
+    s2 = np.zeros((n, M, D, D))
+    s2[..., rows, cols] = S[..., 1 + D:]
+    s2[..., cols, rows] = S[..., 1 + D:]
+    s0, s1, mu = S[..., 0], S[..., 1:1 + D], p[..., 1:1 + D]
+    prec = np.linalg.inv(cov)
+    c = (s2 - mu[..., :, None] * s1[..., None, :] - s1[..., :, None] * mu[..., None, :]
+         + s0[..., None, None] * mu[..., :, None] * mu[..., None, :])
+    g = 0.5 * (prec @ c @ prec - s0[..., None, None] * prec)
+    out = np.empty_like(p)
+    out[..., 0] = s0 / p[..., 0]
+    out[..., 1:1 + D] = (prec @ (s1 - s0[..., None] * mu)[..., None])[..., 0]
+    out[..., 1 + D:] = np.where(rows == cols, 1.0, 2.0) * g[..., rows, cols]
+    return out.reshape(n, -1)
+
+
 def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
     return params.reshape(len(params), n_components, _per(n_dims))[:, :, 1]
 
@@ -319,6 +347,7 @@ FAMILY = Family(
     coef=coef,
     logdens=logdens,
     accum=accum,
+    score=score,
     mstep=mstep,
     exact_coef=exact_coef,
     exact_logdens=exact_logdens,
