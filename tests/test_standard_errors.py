@@ -158,15 +158,14 @@ def _score_cases():
     seqs = [rng.poisson(rng.choice([1.0, 6.0], 30)).astype(float) for _ in range(3)]
     yield "invgauss", [two], {}
     yield "gaussian", [np.stack([two, rng.normal(0, 1, 120)], axis=1)], {}
-    yield "gaussian", [np.stack([two, rng.normal(0, 1, 120)], axis=1)], dict(
-        covariance_type="spherical")
-    yield "gaussian", [np.stack([two, 0.5 * two + rng.normal(0, 2, 120)], axis=1)], dict(
-        covariance_type="full")
+    three = np.stack([two, 0.5 * two + rng.normal(0, 2, 120), rng.normal(0, 1, 120)], axis=1)
+    yield "gaussian", [three], dict(covariance_type="spherical")  # (D = 3: the other tests'
+    yield "gaussian", [three], dict(covariance_type="full")  # kernels, no compile of its own)
     yield "poisson", [np.round(two)], {}
     yield "lognormal", [two], {}
     yield "gamma", [two], {}
     yield "hmm", [seqs], dict(emission="poisson")
-    yield "hmm", [[np.minimum(s, 3) for s in seqs]], dict(emission="categorical")
+    yield "hmm", [[np.minimum(s, 2) for s in seqs]], dict(emission="categorical", n_symbols=3)
     yield "hmm", [[s + rng.normal(0, 1, len(s)) for s in seqs]], dict(emission="gaussian")
 
 
