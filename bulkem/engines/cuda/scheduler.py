@@ -163,10 +163,6 @@ def pack(job, chunk: Chunk) -> Chunk:
     return chunk
 
 
-def _devices(tuning) -> list[int]:
-    return devices(tuning)
-
-
 def devices(tuning) -> list[int]:
     """The GPU ids to run on: ``tuning.cuda_devices`` (``fit(devices=...)``), checked against
     the GPUs this process sees, or every one."""
@@ -211,11 +207,11 @@ def run_jobs(jobs: list, progress, on_starts=None) -> None:
     """
     simulated = SIMULATED
     tuning = jobs[0].tuning
-    devices = _devices(tuning)  # (checked under the simulator too, which has one)
+    gpus = devices(tuning)  # (checked under the simulator too, which has one)
     if simulated:
-        devices = devices[:1]
+        gpus = gpus[:1]
     # The simulator cannot run two kernels at once: one stream, in this thread.
-    n_threads = 1 if simulated else max(1, tuning.cuda_host_threads // len(devices))  # per GPU
+    n_threads = 1 if simulated else max(1, tuning.cuda_host_threads // len(gpus))  # per GPU
     watching = progress.active
 
     def chunks_of(job, part: np.ndarray, cost: np.ndarray, ranges) -> list[Chunk]:
@@ -282,7 +278,7 @@ def run_jobs(jobs: list, progress, on_starts=None) -> None:
             first_round.set()
 
     # Each device's (job, chunk) pairs in launch order: the costliest job's chunks first.
-    work_of: dict = {dev: [] for dev in devices}
+    work_of: dict = {dev: [] for dev in gpus}
     costs = []
     for job in jobs:
         first, counts = _fit_ranges(job)
@@ -296,7 +292,7 @@ def run_jobs(jobs: list, progress, on_starts=None) -> None:
         order = np.arange(len(lens))
         if tuning.cuda_group_by_size:
             order = order[np.argsort(-lens, kind="stable")]
-        for dev, part in zip(devices, balance(cost, order, len(devices)), strict=True):
+        for dev, part in zip(gpus, balance(cost, order, len(gpus)), strict=True):
             if len(part):
                 with cuda.gpus[dev]:
                     work_of[dev] += [(job, c) for c in chunks_of(job, part, cost,
