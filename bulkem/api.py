@@ -439,8 +439,11 @@ def fit(
         scikit-learn), so that no component shrinks onto a single point.
         Ignored by the inverse-Gaussian family.  The Gaussian family's option
         ``covariance_type`` is ``"diag"`` (default: ``var`` per dimension),
-        ``"full"`` (``cov``: each component's lower triangle, row by row) or
-        ``"spherical"`` (one ``var`` per component).
+        ``"full"`` (``cov``: each component's lower triangle, row by row),
+        ``"tied"`` (one covariance matrix shared by the components: ``cov`` as for
+        ``"full"``, every component's row holding it, counted once in the
+        free parameters; an ``init["cov"]`` repeats it) or ``"spherical"``
+        (one ``var`` per component), as scikit-learn's ``GaussianMixture``.
     init_method : {"subset", "kmeans++"} or None
         How random starts are drawn, each determined by (seed, dataset
         values, start number) alone.  "subset": each component starts from

@@ -79,7 +79,8 @@ def use_many_states(job, engine: str) -> bool:
 
 def use_large(job, engine: str) -> bool:
     """A few mixture fits of datasets of at least ``tuning.large_min_obs`` observations
-    (on the GPU, of a model that fits the tiled kernel's shared memory)."""
+    (on the GPU, of a model that fits the tiled kernel's shared memory and whose M-step
+    treats components apart: :func:`.cuda.large.plan`)."""
     from ..models.mixture.model import MixtureModel
 
     m, tuning = job.model, job.tuning

@@ -309,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--value-col", default="value", metavar="NAME",
                    help="column of the values (gaussian: all other columns when there is "
                    "no such column)")
-    f.add_argument("--covariance-type", choices=["diag", "full", "spherical"], default="diag",
-                   help="gaussian: the components' covariance matrices")
+    f.add_argument("--covariance-type", choices=["diag", "full", "tied", "spherical"],
+                   default="diag", help="gaussian: the components' covariance matrices")
     f.add_argument("--emission", choices=["categorical", "gaussian", "poisson"],
                    default="gaussian", help="hmm: the states' emission distribution")
     f.add_argument("--symbols", type=_at_least(1), default=None, metavar="V",

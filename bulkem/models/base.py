@@ -137,12 +137,18 @@ class Block(NamedTuple):
         probability).
     column : str, optional
         The table columns' name (``mean`` for ``mean_1 .. mean_D``); default ``name``.
+    shared : bool, default False
+        One value repeated along the first axis (every component's record holds the same:
+        a tied covariance): stored, split and tabled per record, but counted and given
+        unconstrained coordinates once (:attr:`n_free`, :meth:`Layout.to_free`).  A
+        ``"real"`` or ``"positive"`` block with at least one axis.
     """
 
     name: str
     axes: tuple = ()
     constraint: str = "real"
     column: str | None = None
+    shared: bool = False
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -154,7 +160,10 @@ class Block(NamedTuple):
 
     @property
     def n_free(self) -> int:
-        """Free parameters: a simplex row loses one to its sum, the others none."""
+        """Free parameters: a simplex row loses one to its sum, the others none; a
+        ``shared`` block counts one record."""
+        if self.shared:
+            return self.size // self.shape[0]
         if self.constraint == "simplex":
             return self.size - self.size // self.shape[-1]
         return self.size
@@ -204,6 +213,9 @@ class Layout:
                 if b.constraint not in CONSTRAINTS:
                     raise ValueError(f"block {b.name!r}: constraint {b.constraint!r}; "
                                      f"expected one of {CONSTRAINTS}")
+                if b.shared and (not b.axes or b.constraint not in ("real", "positive")):
+                    raise ValueError(f"block {b.name!r}: a shared block needs an axis and "
+                                     f"a 'real' or 'positive' constraint")
                 self._where[b.name] = (start, n, rec, col)
                 col += b.size // n
             start += n * rec
@@ -234,13 +246,21 @@ class Layout:
         return out
 
     def join(self, arrays) -> np.ndarray:
-        """Blocks as arrays (n_fits,) + shape (a mapping by name) -> params (n_fits, size)."""
+        """Blocks as arrays (n_fits,) + shape (a mapping by name) -> params (n_fits, size).
+
+        A ``shared`` block's records must be equal (NaN aside: a failed fit's), else a
+        ValueError (user starting values)."""
         k = len(next(iter(arrays.values())))
         out = np.empty((k, self.size))
         for name, (start, n, rec, col) in self._where.items():
             w = self.blocks[name].size // n
-            out[:, start:start + n * rec].reshape(k, n, rec)[:, :, col:col + w] = (
-                np.asarray(arrays[name], np.float64).reshape(k, n, w))
+            a = np.asarray(arrays[name], np.float64).reshape(k, n, w)
+            if self.blocks[name].shared and (
+                    (a != a[:, :1]) & ~np.isnan(a) & ~np.isnan(a[:, :1])).any():
+                axis = self.blocks[name].axes[0].name
+                raise ValueError(f"{name!r} is one value shared by every {axis}: give the "
+                                 f"same values for each of the {n} {axis}s.")
+            out[:, start:start + n * rec].reshape(k, n, rec)[:, :, col:col + w] = a
         return out
 
     def one(self, params: np.ndarray) -> dict:
@@ -274,8 +294,9 @@ class Layout:
     def to_free(self, params: np.ndarray, names) -> np.ndarray:
         """The blocks ``names`` of ``params`` (n_fits, size) in unconstrained coordinates
         (n_fits, n_free(names)): ``log`` of a positive value; of a simplex row, the log-ratios
-        to its last entry; of a sub-stochastic row, the log-ratios to its rest ``1 - sum``.
-        A value on its constraint's boundary (a zero probability) gives -inf or NaN."""
+        to its last entry; of a sub-stochastic row, the log-ratios to its rest ``1 - sum``;
+        a ``shared`` block's first record.  A value on its constraint's boundary (a zero
+        probability) gives -inf or NaN."""
         blocks = self.split(params)
         parts = []
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -284,6 +305,8 @@ class Layout:
                     continue
                 b, a = self.blocks[name], blocks[name]
                 n = len(a)
+                if b.shared:  # (its records are equal: the first)
+                    a = a[:, 0]
                 if b.constraint == "real":
                     parts.append(a.reshape(n, -1))
                 elif b.constraint == "positive":
@@ -307,10 +330,10 @@ class Layout:
             b = self.blocks[name]
             t = theta[:, col:col + b.n_free]
             col += b.n_free
-            if b.constraint == "real":
-                x = t
-            elif b.constraint == "positive":
-                x = np.exp(t)
+            if b.constraint in ("real", "positive"):
+                x = t if b.constraint == "real" else np.exp(t)
+                if b.shared:  # one record, repeated
+                    x = np.broadcast_to(x[:, None, :], (n, b.shape[0], b.n_free))
             else:  # a row: exp(t) over 1 + sum(exp(t)), with the last (or the rest) 1 / that
                 rows = t.reshape(n, -1, b.shape[-1] - (b.constraint == "simplex"))
                 top = np.zeros(rows.shape[:2] + (1,))
@@ -342,7 +365,7 @@ class Layout:
             where = index[name].reshape(-1).astype(np.int64)
             x = blocks[name].reshape(n, -1)
             if b.constraint in ("real", "positive"):
-                d = np.arange(b.size)
+                d = np.arange(b.size) % b.n_free  # (a shared block's records: the same)
                 J[:, where, col + d] = 1.0 if b.constraint == "real" else x
             else:
                 K = b.shape[-1]
@@ -368,6 +391,9 @@ class Layout:
                 continue
             b = self.blocks[name]
             x, g = blocks[name].reshape(n, -1), grads[name].reshape(n, -1)
+            if b.shared:  # every record's gradient goes to the one set of coordinates
+                x = x[:, :b.n_free]
+                g = g.reshape(n, b.shape[0], b.n_free).sum(axis=1)
             if b.constraint == "real":
                 parts.append(g)
             elif b.constraint == "positive":

@@ -305,7 +305,7 @@ py_init <- function(init, family = "invgauss", covariance_type = NULL) {
       call. = FALSE
     )
   }
-  if (identical(covariance_type, "full") && is.list(init$cov)) {
+  if (isTRUE(covariance_type %in% c("full", "tied")) && is.list(init$cov)) {
     init$cov <- py_cov_block(init$cov, "init$cov", starts = TRUE)
   }
   out <- lapply(init, function(v) {
@@ -331,6 +331,10 @@ init_gaussian_text <- function(covariance_type) {
                   "cov_1_1, cov_2_1, cov_2_2, ..., or an array starts x components x ",
                   "D(D+1)/2; or a list of the components' D x D matrices, or a list of such ",
                   "lists, one per start)."),
+    tied = paste0(weight, "mean (a components x dimensions matrix, or an array starts x ",
+                  "components x dimensions) and cov (the one covariance matrix, in every ",
+                  "component's row: as for covariance_type = \"full\", the same matrix ",
+                  "for each component)."),
     spherical = paste0(weight, "mean (a components x dimensions matrix, or an array starts x ",
                        "components x dimensions) and var (one variance per component: a ",
                        "vector, or a matrix with one row per start)."),

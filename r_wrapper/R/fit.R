@@ -166,12 +166,13 @@ check_accel <- function(accel) {
 }
 
 # The Gaussian family's covariance types (fit_mixture(covariance_type = )): "diag"
-# (a variance per dimension, the default), "full" (a covariance matrix per component)
-# and "spherical" (one variance per component).
-covariance_types <- c("diag", "full", "spherical")
+# (a variance per dimension, the default), "full" (a covariance matrix per component),
+# "tied" (one covariance matrix shared by the components) and "spherical" (one variance
+# per component).
+covariance_types <- c("diag", "full", "tied", "spherical")
 
 # covariance_type of fit_mixture(), checked against the family: NULL (not given),
-# "diag", "full" or "spherical" for the Gaussian family. Returns the type (NULL
+# "diag", "full", "tied" or "spherical" for the Gaussian family. Returns the type (NULL
 # for the other families, "diag" for a Gaussian fit that did not say).
 check_covariance_type <- function(covariance_type, family) {
   gaussian <- identical(family, "gaussian")
@@ -181,8 +182,9 @@ check_covariance_type <- function(covariance_type, family) {
   if (!is.character(covariance_type) || length(covariance_type) != 1L ||
     is.na(covariance_type) || !covariance_type %in% covariance_types) {
     stop("`covariance_type` must be \"diag\" (a variance per dimension, the default), ",
-      "\"full\" (a covariance matrix per component) or \"spherical\" (one variance per ",
-      "component), got ", paste(deparse(covariance_type), collapse = ""), ".",
+      "\"full\" (a covariance matrix per component), \"tied\" (one covariance matrix ",
+      "shared by the components) or \"spherical\" (one variance per component), got ",
+      paste(deparse(covariance_type), collapse = ""), ".",
       call. = FALSE
     )
   }
@@ -197,9 +199,9 @@ check_covariance_type <- function(covariance_type, family) {
 }
 
 # Python's name of a mixture fit's family -> list(family =, covariance_type =): the
-# families of the Gaussian covariance types ("gaussian_full", "gaussian_spherical", as
-# FitResult.family names them) are family "gaussian" with their type, "gaussian" itself
-# is "diag"; the other families have no covariance type (NULL).
+# families of the Gaussian covariance types ("gaussian_full", "gaussian_tied",
+# "gaussian_spherical", as FitResult.family names them) are family "gaussian" with their
+# type, "gaussian" itself is "diag"; the other families have no covariance type (NULL).
 split_family <- function(name) {
   if (is.character(name) && length(name) == 1L &&
     name %in% paste0("gaussian_", setdiff(covariance_types, "diag"))) {
@@ -224,6 +226,7 @@ fit_family <- function(fit) {
 covariance_text <- function(covariance_type) {
   switch(if (is.null(covariance_type)) "" else covariance_type,
     full = " (full covariance matrices)",
+    tied = " (a tied covariance matrix)",
     spherical = " (spherical covariances)",
     ""
   )
@@ -324,7 +327,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         reg_covar = 1e-6, init_method = NULL, checkpoint = NULL,
                         se = FALSE, criterion = "bic", bootstrap = 0,
                         bootstrap_level = 0.95, accel = NULL,
-                        covariance_type = c("diag", "full", "spherical")) {
+                        covariance_type = c("diag", "full", "tied", "spherical")) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
@@ -347,7 +350,7 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
 mixture_fit <- function(py, how, checkpoint = NULL) {
   grid <- py_grid(py, how)
   # a Gaussian fit: family "gaussian" and its covariance type (Python's family objects
-  # "gaussian_full" and "gaussian_spherical")
+  # "gaussian_full", "gaussian_tied" and "gaussian_spherical")
   family <- split_family(reticulate::py_to_r(py$family))
   structure(
     r_tables(py, how$ids, grid = grid),

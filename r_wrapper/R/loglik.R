@@ -142,6 +142,9 @@ loglik_blocks <- function(family, covariance_type = NULL) {
                     "D(D+1)/2 matrix of their lower triangles row by row (as the columns ",
                     "cov_1_1, cov_2_1, cov_2_2, ...) or a list of the components' D x D ",
                     "matrices"),
+      tied = paste0("weight, a vector of one value per component, mean, a components x ",
+                    "dimensions matrix, and cov, as for covariance_type = \"full\" with ",
+                    "the same matrix for every component"),
       spherical = paste0("weight and var, vectors of one value per component, and mean, a ",
                          "components x dimensions matrix"),
       paste0("weight, a vector of one value per component, and mean and var, ",
@@ -188,7 +191,8 @@ py_loglik_params <- function(params, family, data_names, scalars, covariance_typ
   # full covariance matrices given as a list of D x D matrices -> Python's layout
   full_cov <- function(p, arg) {
     cov <- if (is.list(p) && !is.data.frame(p) && !is.null(names(p))) p[["cov"]]
-    if (identical(covariance_type, "full") && is.list(cov) && !is.data.frame(cov)) {
+    if (isTRUE(covariance_type %in% c("full", "tied")) && is.list(cov) &&
+      !is.data.frame(cov)) {
       p[["cov"]] <- py_cov_block(cov, paste0(arg, "$cov"))
     }
     p

@@ -401,7 +401,8 @@ log_terms <- function(fit, dataset, x) {
       q <- a * ifelse(u >= 0.5, (u - 1) - log1p(u - 1), u - 1 - (log(b / a) + log(v)))
       logq[, j] <- log(pmax(q, 0))
     }
-  } else if (identical(kind$covariance_type, "full")) {
+  } else if (isTRUE(kind$covariance_type %in% c("full", "tied"))) { # (tied: each row, one
+    # matrix)
     terms <- gaussian_full_terms(rows, x)
     base <- terms$base
     logq <- terms$logq

@@ -80,7 +80,7 @@ rebuild_helper <- function() {
       "    from bulkem.scale import combine",
       "    name = family = spec['family']",
       "    opts = dict(spec['options'] or {})",
-      "    if family in ('gaussian_full', 'gaussian_spherical'):  # a covariance type's family",
+      "    if family in ('gaussian_full', 'gaussian_tied', 'gaussian_spherical'):",
       "        family, opts['covariance_type'] = 'gaussian', family.split('_', 1)[1]",
       "    if 'orders' in opts:",
       "        o = opts['orders']",

@@ -50,7 +50,9 @@ from .compat import cuda, device, prepared_launch
 def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
     """Sizes of the CUDA kernels for this model, or None if they do not fit.
 
-    The family must have ``linear_logdens``.  The tile is the largest power
+    The family must have ``linear_logdens``, and an M-step that treats components
+    independently (not ``coupled_mstep``: the reduction runs it a component per thread);
+    a family without them runs in the bulk regime.  The tile is the largest power
     of two up to ``tuning.large_cuda_tile`` whose shared arrays
     (coefficients, statistics vectors and responsibilities of a tile) fit
     ``tuning.large_cuda_shared_bytes``.  The plan holds every number the kernels
@@ -59,7 +61,7 @@ def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
     isz = np.dtype(dtype).itemsize
     nc = family.n_coef(M, D)
     ns = family.n_stats(M, D)
-    if not family.linear_logdens or nc != ns:
+    if not family.linear_logdens or family.coupled_mstep or nc != ns:
         return None
     s = ns // M
     gs = s if s % 2 else s + 1

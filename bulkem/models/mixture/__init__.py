@@ -2,7 +2,7 @@
 
 * :mod:`.family`: what a component family supplies (:class:`Family`);
 * :mod:`.invgauss`, :mod:`.gaussian` (and :mod:`.gaussian_full`,
-  :mod:`.gaussian_spherical`), :mod:`.poisson`,
+  :mod:`.gaussian_tied`, :mod:`.gaussian_spherical`), :mod:`.poisson`,
   :mod:`.lognormal`, :mod:`.gamma`: the families;
 * :mod:`.fused`: the E-step over a fit's observations;
 * :mod:`.model`: a mixture as a model of the EM driver.
@@ -17,13 +17,15 @@ from .gamma import FAMILY as GAMMA
 from .gaussian import FAMILY as GAUSSIAN
 from .gaussian_full import FAMILY as GAUSSIAN_FULL
 from .gaussian_spherical import FAMILY as GAUSSIAN_SPHERICAL
+from .gaussian_tied import FAMILY as GAUSSIAN_TIED
 from .invgauss import FAMILY as INVGAUSS
 from .lognormal import FAMILY as LOGNORMAL
 from .model import MixtureModel
 from .poisson import FAMILY as POISSON
 
-# fit(family="gaussian", covariance_type=...): "diag" (the default), "full" or "spherical"
-GAUSSIAN.variants.update({"diag": GAUSSIAN, "full": GAUSSIAN_FULL,
+# fit(family="gaussian", covariance_type=...): "diag" (the default), "full", "tied" or
+# "spherical" (scikit-learn's names)
+GAUSSIAN.variants.update({"diag": GAUSSIAN, "full": GAUSSIAN_FULL, "tied": GAUSSIAN_TIED,
                           "spherical": GAUSSIAN_SPHERICAL})
 
 MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN,
@@ -31,5 +33,5 @@ MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: G
                                        GAMMA.name: GAMMA}
 
 __all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAMMA", "GAUSSIAN", "GAUSSIAN_FULL",
-           "GAUSSIAN_SPHERICAL", "INVGAUSS",
+           "GAUSSIAN_SPHERICAL", "GAUSSIAN_TIED", "INVGAUSS",
            "LOGNORMAL", "POISSON"]

@@ -23,7 +23,10 @@ Layouts (``M`` components, ``D`` dimensions):
 What the engines rely on besides the signatures:
 
 * the hooks treat components independently, so an engine may call ``coef``
-  and ``mstep`` on one component's blocks (slices) with ``M = 1``;
+  and ``mstep`` on one component's blocks (slices) with ``M = 1``, unless the
+  family's ``coupled_mstep`` (a tied covariance: its M-step pools every
+  component's statistics), which the engines that slice refuse (the
+  one-large-dataset CUDA engine runs such a family in the bulk regime);
 * ``accum(stats, m, r, ...)`` adds ``r`` times a vector of per-observation
   statistics to block ``m`` and touches nothing else, so that calling it with
   ``r = 1`` on a zeroed array gives that vector (the one-large-dataset CUDA
@@ -134,7 +137,12 @@ class Family:
         they have no loop of their own.
     variants : dict
         ``fit(covariance_type=...)``: the family of each covariance type (the Gaussian's
-        ``"diag"``, itself, and ``"full"``); empty: the option is refused.
+        ``"diag"``, itself, ``"full"``, ``"tied"`` and ``"spherical"``); empty: the option
+        is refused.
+    coupled_mstep : bool
+        ``mstep`` reads every component's statistics to write each component's parameters
+        (a covariance shared by the components): it must run on the whole fit (``M``
+        components at once), never on one component's slice.
     discrete : bool
         Values are counts (densities are probabilities at the integers: plots draw them
         there).
@@ -194,6 +202,7 @@ class Family:
     floors: tuple = ()
     reg_floored: str | None = None
     discrete: bool = False
+    coupled_mstep: bool = False
     variants: dict = field(default_factory=dict, hash=False, compare=False)
 
     def read(self, datasets, dataset_col: str, value_col, options: dict) -> list:
