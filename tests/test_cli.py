@@ -68,22 +68,28 @@ def test_demo_reports_speed_and_accuracy(capsys):
 
 
 def test_fit_gaussian_long_table(tmp_path):
+    # (D = 3 and M = 2: the sizes the other tests compile)
     rng = np.random.default_rng(0)
-    x = np.r_[rng.normal(0, 1, (40, 2)), rng.normal(6, 1, (40, 2))]
+    x = np.r_[rng.normal(0, 1, (40, 3)), rng.normal(6, 1, (40, 3))]
     src = tmp_path / "g.csv"
-    pd.DataFrame({"dataset": "g", "x1": x[:, 0], "x2": x[:, 1]}).to_csv(src, index=False)
+    pd.DataFrame({"dataset": "g", "x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2]}).to_csv(
+        src, index=False)
     out = tmp_path / "g_fits.csv"
-    assert main(["fit", str(src), "--family", "gaussian", "--components", "2", "--starts", "2",
-                 "--out", str(out), "--backend", "cpu", "--quiet"]) == 0
-    comp = pd.read_csv(tmp_path / "g_fits.components.csv")
-    assert list(comp.columns) == ["dataset", "component", "weight", "mean_1", "mean_2", "var_1",
-                                  "var_2"]
-    assert np.allclose(sorted(comp.mean_1), [0, 6], atol=0.6)
     assert main(["fit", str(src), "--family", "gaussian", "--covariance-type", "full",
                  "--components", "2", "--starts", "2", "--out", str(out), "--backend", "cpu",
                  "--quiet"]) == 0
     comp = pd.read_csv(tmp_path / "g_fits.components.csv")
-    assert list(comp.columns)[-3:] == ["cov_1_1", "cov_2_1", "cov_2_2"]
+    assert list(comp.columns)[:6] == ["dataset", "component", "weight", "mean_1", "mean_2",
+                                      "mean_3"]
+    assert list(comp.columns)[-3:] == ["cov_3_1", "cov_3_2", "cov_3_3"]
+    assert np.allclose(sorted(comp.mean_1), [0, 6], atol=0.6)
+    src1 = tmp_path / "g1.csv"  # one column: D = 1
+    pd.DataFrame({"dataset": "g", "x1": x[:, 0]}).to_csv(src1, index=False)
+    assert main(["fit", str(src1), "--family", "gaussian", "--components", "2", "--starts", "2",
+                 "--out", str(out), "--backend", "cpu", "--quiet"]) == 0
+    comp = pd.read_csv(tmp_path / "g_fits.components.csv")
+    assert list(comp.columns) == ["dataset", "component", "weight", "mean_1", "var_1"]
+    assert np.allclose(sorted(comp.mean_1), [0, 6], atol=0.6)
 
 
 def test_parquet_out_writes_parquet_for_every_table(tmp_path, capsys):

@@ -181,8 +181,8 @@ def test_mstep_flags_empty_and_zero_variance_components():
 
 
 def test_input_forms_agree():
-    x0, x1 = _data(30, 2, 1), _data(35, 2, 2)  # (D = 2: the other tests' kernel)
-    kw = dict(family="gaussian", n_components=2, n_starts=3, max_iter=20, seed=4, backend="cpu")
+    x0, x1 = _data(30, 2, 1), _data(35, 2, 2)  # (M = 3, D = 2: the other tests' kernel)
+    kw = dict(family="gaussian", n_components=3, n_starts=3, max_iter=20, seed=4, backend="cpu")
     base = bulkem.fit([x0, x1], **kw)
     frame = pd.concat([pd.DataFrame(x, columns=["a", "b"]).assign(dataset=k)
                        for k, x in (("p", x0), ("q", x1))])
@@ -435,8 +435,10 @@ def test_run_time_sizes_share_one_cpu_kernel_and_give_the_compiled_bits(seed):
     """With ``Tuning(cpu_sizes="run-time")`` one CPU kernel per family, dtype and regime
     serves every number of components and dimensions (read from the batch tuple): the
     fits of M = 2 are those of the kernels with the sizes compiled in, bit for bit, and
-    a fit of M = 3 after them in the same kernel is the fit the oracle gives."""
-    from bulkem.engines.cpu import bulk, large
+    a fit of M = 3 after them in the same kernel is the fit the oracle gives.  (The bulk
+    regime only: the large regime reads its sizes from the same batch tuple, and its own
+    run-time kernel would cost the test command ~25 s.)"""
+    from bulkem.engines.cpu import bulk
 
     run_time = Tuning(cpu_sizes="run-time")
     keys = {models.MixtureModel(gaussian.FAMILY, m, d, run_time).cpu_key
@@ -445,7 +447,7 @@ def test_run_time_sizes_share_one_cpu_kernel_and_give_the_compiled_bits(seed):
     assert models.MixtureModel(gaussian.FAMILY, 2, 1).cpu_key != keys.pop()
     x = [_data(200, 1, seed, n_comp=3)]
     kw = dict(family="gaussian", n_starts=2, max_iter=6, tol=0.0, seed=seed, backend="cpu")
-    for strategy in ("bulk", "large"):
+    for strategy in ("bulk",):
         two = [bulkem.fit(x, n_components=2, tuning=t.replace(strategy=strategy), **kw)
                for t in (Tuning(), run_time)]
         assert two[1].starts.equals(two[0].starts) and two[1].components.equals(
@@ -454,9 +456,8 @@ def test_run_time_sizes_share_one_cpu_kernel_and_give_the_compiled_bits(seed):
         for row in res.starts.itertuples():
             ref = gauss_em(x[0], *_start(res, 0, row.start), max_iter=6, tol=0.0)
             assert row.n_iter == ref["n_iter"] and _rel(row.loglik, ref["loglik"]) < 1e-9
-    for runners in (bulk._runners, large._cpu_runners):
-        shared = [k for k in runners if k[0][:2] == ("mixture", "gaussian") and len(k[0]) == 3]
-        assert len(shared) == 1, runners.keys()
+    shared = [k for k in bulk._runners if k[0][:2] == ("mixture", "gaussian") and len(k[0]) == 3]
+    assert len(shared) == 1, bulk._runners.keys()
 
 
 def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):
