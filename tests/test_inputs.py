@@ -305,3 +305,32 @@ def test_arrow_lists_and_long_frames_are_read_by_column():
                        for k, g in shuffled.groupby("dataset", sort=False)}, **kw)
     assert list(res.summary.dataset) == list(want.summary.dataset)
     np.testing.assert_array_equal(res.summary.loglik, want.summary.loglik)
+
+
+def test_the_compiled_passes_over_long_inputs_equal_numpys():
+    """``key_starts`` (where a long frame's units start) and ``segment_stats`` (a TMAP
+    trace's sums, largest values and sums of logs), against NumPy; ``segment_stats`` gives
+    the same bits on any number of threads."""
+    import numba
+
+    from bulkem.data._checks import SEGMENT_BLOCK, key_starts, segment_stats
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 9, 70_000, 140_001):
+        a = np.sort(rng.integers(0, 3, n))
+        b = rng.integers(0, 2, n).astype(float)
+        want = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]) if n else []
+        assert np.array_equal(key_starts(a, b), want), n
+    x = rng.exponential(size=3 * SEGMENT_BLOCK + 7) + 0.01
+    offsets = np.array([0, 0, 5, 5, SEGMENT_BLOCK + 9, len(x), len(x)])
+    got = segment_stats(x, offsets)
+    for d in range(len(offsets) - 1):
+        seg = x[offsets[d]:offsets[d + 1]]
+        want = (seg.sum(), seg.max(), np.log(seg).sum()) if len(seg) else (0.0, -np.inf, 0.0)
+        assert np.allclose(got[d], want, rtol=1e-12), d
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        assert np.array_equal(segment_stats(x, offsets), got)
+    finally:
+        numba.set_num_threads(threads)

@@ -92,10 +92,17 @@ def _blocks(ds: pd.Series, un: pd.Series):
     unit (units in frame order) and its dataset's code and the datasets, as
     :func:`pd.factorize` gives them; or None for another layout.
     """
-    if len(ds) == 0 or ds.isna().any() or un.isna().any():
-        return None
     dv, uv = ds.to_numpy(), un.to_numpy()
-    starts = np.flatnonzero(np.concatenate([[True], (dv[1:] != dv[:-1]) | (uv[1:] != uv[:-1])]))
+    if len(dv) == 0 or any(np.isnan(v).any() if v.dtype.kind == "f" else
+                           v.dtype.kind not in "iub" and pd.isna(v).any() for v in (dv, uv)):
+        return None
+    if dv.dtype.kind in "iuf" and uv.dtype.kind in "iuf":  # (numbers: on every core)
+        from ._checks import key_starts
+
+        starts = key_starts(dv, uv)
+    else:
+        starts = np.flatnonzero(np.concatenate([[True], (dv[1:] != dv[:-1])
+                                                | (uv[1:] != uv[:-1])]))
     d, u = dv[starts], uv[starts]
     if d.dtype.kind in "iuf" and u.dtype.kind in "iuf":  # numbers: a sorted frame at once
         up = d[1:] > d[:-1]

@@ -290,7 +290,7 @@ class _Device:
         loads = thread_loads(lengths, order, T)
         self.imbalance = float(loads.max() / loads.mean()) if loads.mean() > 0 else 1.0
         part = data.units_in_order(d, order)
-        data64, _, _ = job.model.kernel_data(part)
+        data64, _, _ = job.model.kernel_data(part, constants=False)  # (run_fits has them)
         host = narrow(data64, job.dtype) if self.narrow else data64
         self.data64 = tuple(cuda.to_device(a, stream=stream) if isinstance(a, np.ndarray)
                             else a for a in data64)
@@ -315,7 +315,8 @@ class _Device:
     @staticmethod
     def _probe_args(job, nsx):
         """Arguments of the E-step's types, for the occupancy query (no data)."""
-        data64, _, _ = job.model.kernel_data(job.data.take(np.array([], np.int64)))
+        data64, _, _ = job.model.kernel_data(job.data.take(np.array([], np.int64)),
+                                             constants=False)
         narrow = np.dtype(job.dtype) != np.float64
         data = tuple(a.astype(job.dtype) if narrow and isinstance(a, np.ndarray)
                      and a.dtype == np.float64 else a for a in data64)

@@ -244,16 +244,18 @@ class HMMModel(Model):
         return (flagged(bad, lengths, n_units) | empty | (n_units == 0)
                 | (by_dataset(seen, n_units) < self.n_states))
 
-    def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
+    def kernel_data(self, data: Ragged, constants: bool = True
+                    ) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The kernels' batch tuple ``(x, units, block)``, item (sequence) offsets, constants.
 
         The constant of a dataset is the part of its log-likelihood that no
         parameter changes: for Poisson emissions the sum of
-        :func:`~.emissions.poisson_const` (``-log(x!)`` but for huge counts), else 0.
+        :func:`~.emissions.poisson_const` (``-log(x!)`` but for huge counts), else 0
+        (and 0 with ``constants=False``, for an engine that has them already).
         """
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
-        if self.emission.name == "poisson" and len(data.values):
+        if constants and self.emission.name == "poisson" and len(data.values):
             v = data.values.reshape(-1)
             c = poisson_const(np.where(np.isnan(v), 0.0, v))  # (a missing step: 0)
             const = np.add.reduceat(c, data.value_offsets[:-1])

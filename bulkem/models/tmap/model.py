@@ -204,20 +204,26 @@ class TMAPModel(HMMModel):
         lens = np.concatenate([lg for _, lg in kept]) if kept else np.empty(0, np.int64)
         units = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=units[1:])
-        values = np.concatenate([v for v, _ in kept]) if kept else np.empty(0)
+        values = (kept[0][0] if len(kept) == 1  # (one trace: its values as they are)
+                  else np.concatenate([v for v, _ in kept]) if kept else np.empty(0))
         return TMAPPacked(ids, np.array(n_obs, dtype=np.int64), messages, valid,
                           Ragged(np.ascontiguousarray(values), units, groups), notes)
 
-    def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
+    def kernel_data(self, data: Ragged, constants: bool = True
+                    ) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The chain's ``(x, units, block)``, the run offsets, and each trace's ``-sum log x``.
 
         ``-log x`` is the part of every branch's log density that the
-        emission's ``dens`` leaves out (:mod:`.erlang`).
+        emission's ``dens`` leaves out (:mod:`.erlang`); summed on every core
+        (:func:`bulkem.data._checks.segment_stats`), or left 0 with
+        ``constants=False`` (for an engine that has them already).
         """
         x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
-        if len(x):
-            const = -np.add.reduceat(np.log(x), data.value_offsets[:-1])
+        if constants and len(x):
+            from ...data._checks import segment_stats
+
+            const = -segment_stats(x, data.value_offsets)[:, 2]
         return (x, data.units, self.tuning.wide_cpu_chunk_units), data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
