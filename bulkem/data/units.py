@@ -160,7 +160,7 @@ def _split_frame(df: pd.DataFrame, dataset_col: str, unit_col: str, cols, packed
         if packed:
             v = vals[vcut[u0]:vcut[u1]]
             try:
-                v = v.astype(np.float64)
+                v = v.astype(np.float64, copy=False)  # (a view where it is float64)
             except (TypeError, ValueError) as err:
                 raise TypeError(f"{words.dataset} {labels[k]!r} holds non-numeric values "
                                 f"({err}); expected numbers.") from None

@@ -36,7 +36,7 @@ import time
 import warnings
 
 import numpy as np
-from numba import float32, float64
+from numba import float32, float64, njit
 
 from ...fitting.driver import accel_size, gave_up, make_accel, make_step
 from ...kernels.fastmath import EXP_CONSTS
@@ -97,9 +97,18 @@ def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:
 
 def thread_loads(lengths: np.ndarray, order: np.ndarray, n_threads: int) -> np.ndarray:
     """Values each thread takes under ``order`` (:func:`deal`), ``(n_threads,)``."""
-    pos = np.arange(len(order))
-    return np.bincount(pos % n_threads, weights=np.asarray(lengths)[order],
-                       minlength=n_threads)
+    out = np.zeros(n_threads, dtype=np.int64)
+    _add_loads(np.asarray(lengths, dtype=np.int64), np.asarray(order, dtype=np.int64), out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _add_loads(lengths, order, out):
+    """``out[r % T] += lengths[order[r]]``: one pass (a bincount of 10^6 weighted positions
+    took 15 ms of a TMAP Table-1 call)."""
+    T = len(out)
+    for r in range(len(order)):
+        out[r % T] += lengths[order[r]]
 
 
 _kernels: dict = {}
