@@ -372,7 +372,7 @@ def exact(batch: SeriesBatch, shared: bool | None = None, tuning: Tuning = DEFAU
     ll = np.zeros(n)
     nobs = np.zeros(n, dtype=np.int64)
     fail = np.full(n, -1, dtype=np.int64)
-    rest = np.arange(n, dtype=np.int64)
+    rest = np.ones(n, dtype=bool)  # (a mask: np.setdiff1d took 23 ms for 20,000 series)
     sel = shared_series(batch, shared, tuning.kalman_shared_gains_min_series)
     if len(sel):
         n_steps = int(batch.lengths[sel].max())
@@ -385,7 +385,8 @@ def exact(batch: SeriesBatch, shared: bool | None = None, tuning: Tuning = DEFAU
         if len(sel):
             p["exact_shared"](batch.y, batch.offsets, sel, md.F[0], md.H[0], md.m0[0], Ws, Ls,
                               logdets, ll, nobs)
-            rest = np.setdiff1d(rest, sel)
+            rest[sel] = False
+    rest = np.flatnonzero(rest)
     if len(rest):
         if len(rest) == n:
             p["exact"](batch.y, batch.offsets, batch.model_idx, *_models(batch), ll, nobs, fail)
