@@ -7,7 +7,8 @@ by a warm-up).  hmmlearn (``CategoricalHMM``, the same iterations, ``tol`` off,
 ``implementation="scaling"``, its fastest) fits a sample of the same (dataset, start)
 pairs in a process pool of one worker per core, each with one BLAS thread
 (``baselines.py``), and one at a time on one core; the ratios are to the pool's rate,
-and to the per-core rate times the cores.
+and to the per-core rate times the cores.  bulkem's CPU engine is timed on every core
+and on one (one Numba thread), beside hmmlearn's one-core rate.
 
     python benchmarks/bench_hmm.py                                # full size
     python benchmarks/bench_hmm.py --datasets 20 --starts 4 --hmmlearn-fits 8   # small
@@ -27,6 +28,7 @@ import sys
 import time
 import warnings
 
+import numba
 import numpy as np
 
 import bulkem
@@ -105,7 +107,8 @@ def hmmlearn_rate(data, res, args) -> tuple[float, float, float, int]:
         # the best start's starting values: the same work as any of bulkem's fits
         jobs.append((data[ds], res.init_params(ds), args.iters))
         ours.append(res.summary.loglik[ds])
-    rate, core, workers, ll = rates(_hmmlearn_one, jobs)
+    # (one core: every job too, so that its datasets are those of bulkem's rates)
+    rate, core, workers, ll = rates(_hmmlearn_one, jobs, per_core_jobs=len(jobs))
     rel = float(np.max(np.abs(np.array(ll) - ours) / np.abs(ours)))
     return rate, rel, core, workers
 
@@ -197,12 +200,23 @@ def main() -> None:
         data = cpu_data  # (inference below: the datasets that were fitted)
     cpu_rate = len(res_cpu.starts) / s
     rows.append(("bulkem CPU f64 (all cores)", len(res_cpu.starts), s, cpu_rate))
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)  # bulkem on one core, beside hmmlearn's one-core rate
+    try:
+        res_one, s_one = timed(cpu_data, args, 1, backend="cpu")
+    finally:
+        numba.set_num_threads(threads)
+    one_rate = len(res_one.starts) / s_one
+    rows.append(("bulkem CPU f64 (1 thread)", len(res_one.starts), s_one, one_rate))
     hl_rate, agree, hl_core, workers = hmmlearn_rate(cpu_data, res_cpu, args)
     rows.append((f"hmmlearn pool ({workers} x 1 BLAS thread)", args.hmmlearn_fits,
                  args.hmmlearn_fits / hl_rate, hl_rate))
-    rows.append(("hmmlearn 1 core (1 BLAS thread)", 4, 4 / hl_core, hl_core))
+    rows.append(("hmmlearn 1 core (1 BLAS thread)", args.hmmlearn_fits,
+                 args.hmmlearn_fits / hl_core, hl_core))
     notes = [f"hmmlearn vs bulkem CPU, same starts and iterations: max relative loglik "
-             f"difference {agree:.2e}"]
+             f"difference {agree:.2e}",
+             f"one core each: bulkem CPU {one_rate:,.1f} fits/s, hmmlearn {hl_core:.2f} fits/s: "
+             f"{one_rate / hl_core:.1f}x"]
     res_gpu = None
     if gpu:
         for dtype in args.dtypes:

@@ -23,6 +23,17 @@ def sizes_array(model) -> np.ndarray:
                     dtype=np.int64)
 
 
+def buffer_values(model, longest: int) -> int:
+    """Values of one fit's buffer on the CPU for units of up to ``longest`` observations:
+    the model's per observation (``Sizes.buf_per_len``), twice over for the hidden chains,
+    whose CPU E-step keeps each step's emission factors beside its forward vector
+    (:func:`bulkem.models.hmm.chain.make_chain`)."""
+    from ...models.hmm.model import HMMModel
+
+    per = model.sizes().buf_per_len
+    return (2 * per if isinstance(model, HMMModel) else per) * longest
+
+
 def runner(model, dtype):
     """The compiled ``prange`` loop over the fits of a batch, for a model and compute dtype
     (one for every model of the same :attr:`~bulkem.models.base.Model.cpu_key`: the
@@ -76,7 +87,7 @@ def run_fits(job, progress, on_starts=None) -> None:
     depends on nothing but its own inputs, so the chunking does not change any
     result.
     """
-    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
+    n_buf = buffer_values(job.model, job.data.longest_unit())
     memory.check_buffers(n_buf, job.data.longest_unit(), min(numba.get_num_threads(),
                                                              len(job.fit_ds)))
     job.start_in_place(on_starts)

@@ -36,7 +36,7 @@ from ...fitting.driver import accel_size, gave_up, make_accel, make_step
 from ...kernels.cache import njit_cached
 from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import CPU
-from .bulk import narrow
+from .bulk import buffer_values, narrow
 
 _runners: dict = {}
 
@@ -126,7 +126,7 @@ def run_fits(job, progress) -> None:
     data64, offsets, const = job.kernel_data()
     narrow_dt = np.dtype(job.dtype) != np.float64
     data = narrow(data64, job.dtype) if narrow_dt else data64
-    n_buf = job.model.sizes().buf_per_len * job.data.longest_unit()
+    n_buf = buffer_values(job.model, job.data.longest_unit())
     memory.check_buffers(n_buf, job.data.longest_unit(), numba.get_num_threads())
     loop = runner(job.model, job.dtype)[1]
     setup64, loop64 = runner(job.model, np.float64)

@@ -14,18 +14,29 @@ coefficients and statistics per state):
 * work (compute dtype): ``startprob (N), transmat (N x N), exit (N), emission (N x C)``;
 * stats (float64): two blocks of ``start (N), transitions (N x N), occupancy (N),
   emission (N x S)``: the first (``P`` values, before ``first_stat``) sums a block of units,
-  the second (``stats[P:]``) the fit's totals;
-* scratch (compute dtype): four vectors of ``N``;
-* buf (float64): the unit's forward vectors, ``N`` per observation.
+  the second (``stats[P:]``) the fit's totals; a block's transitions are the sums of
+  ``xi_t(i, j) / A_ij``, multiplied by ``A_ij`` once, when the block is added to the totals;
+* scratch (compute dtype): four vectors of ``N`` (the GPU's; the CPU's E-step keeps its
+  vectors, and each unit's sums before they join the block's, on its stack);
+* buf (float64): the unit's forward vectors, ``N`` per observation; on the CPU, whose
+  buffers hold ``2 N`` per observation, each step's emission factors follow them, so that
+  the backward pass reads them instead of taking them again.
 
-The forward and backward vectors are kept in normal form
-(:mod:`bulkem.kernels.scaled`): after every step they are scaled by a power
-of two so that their sum lies in ``[0.5, 1)``, exactly, and the exponents
-are summed as integers (the log-likelihood takes one log per unit), so
-neither underflows whatever the length of the unit or the scale of the
-data; the emission densities come shifted by their largest log value
-(``dens``'s ``m``).  Posterior probabilities are normalised per step by
-``Z = sum_i alpha_t(i) beta_t(i)``.
+The forward and backward vectors are scaled by powers of two (exact, as in the
+normal form of :mod:`bulkem.kernels.scaled`), their exponents summed as
+integers (the log-likelihood takes one log per unit), so neither underflows
+whatever the length of the unit or the scale of the data; the emission
+densities come shifted by their largest log value (``dens``'s ``m``).  A
+vector is rescaled when the exponent of its sum leaves ``[-64, 0]`` (forward;
+float32 ``[-16, 0]``) or ``[-64, 64]`` (backward), not at every step: the
+recursion then does not wait for the sum and its exponent, and as scaling by
+a power of two commutes with the arithmetic, the values are those of a
+normalisation at every step, to the bit (barring subnormal numbers).  The last
+forward vector is taken to normal form (sum in ``[0.5, 1)``) for the
+log-likelihood.  Posterior probabilities are normalised per step by ``Z =
+sum_i alpha_t(i) beta_t(i)``, in which the scales cancel.  The sums of
+products of a step are taken with fused multiply-adds (written out on the CPU,
+contracted by the GPU's compiler).
 
 Sums over units are taken in fixed blocks of ``Tuning.wide_cpu_chunk_units``
 units (a run-time value, the batch tuple's third item) from the dataset's
@@ -102,8 +113,71 @@ class ChainLayout(NamedTuple):
                      work=self.n_work, scratch=4 * self.N, buf_per_len=self.N)
 
 
+def stack_vector(n: int, dtype):
+    """A CPU device function ``f() -> array of n dtype`` on the caller's stack.
+
+    The chain's vectors and its per-unit sums as stack arrays of a compiled CPU
+    E-step: LLVM keeps them in registers (N = 4: the forward, backward and
+    transition sums of a step never touch memory), where arrays of the heap it
+    must store and load again after every write to ``stats``, which it cannot
+    tell apart from them.  (The GPU's are local arrays already.)
+    """
+    from numba import carray, njit, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _alloca(typingctx, dt):
+        def codegen(context, builder, signature, args):
+            return cgutils.alloca_once(builder, context.get_value_type(dt.dtype), size=n)
+        return types.CPointer(dt.dtype)(dt), codegen
+
+    @njit(inline="always")
+    def vector():
+        return carray(_alloca(dtype), (n,))
+
+    return vector
+
+
+def fused_multiply_add():
+    """A CPU device function ``fma(a, b, c) -> a * b + c`` rounded once (LLVM's ``fma``).
+
+    Written out, not left to the compiler's contraction (``fastmath={"contract"}``),
+    which fuses or not as the code around it allows: the wide regime's E-step, compiled
+    into another loop, then gave other bits than the bulk one.  (The GPU's compiler
+    contracts ``a * b + c`` by default.)
+    """
+    from llvmlite import ir
+    from numba import njit, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _fma(typingctx, a, b, c):
+        if not (isinstance(a, types.Float) and a == b == c):
+            return None
+
+        def codegen(context, builder, signature, args):
+            ty = args[0].type
+            fn = builder.module.declare_intrinsic("llvm.fma", [ty],
+                                                  ir.FunctionType(ty, [ty, ty, ty]))
+            return builder.call(fn, args)
+        return a(a, b, c), codegen
+
+    @njit(inline="always")
+    def fma(a, b, c):
+        return _fma(a, b, c)
+
+    return fma
+
+
+# The largest sizes the CPU keeps on the stack (values): the chain's four vectors of N,
+# and its per-unit sums (transitions N x N, occupancies, starts, the emission's N x S).
+STACK_VECTOR_MAX = 256
+STACK_SUMS_MAX = 4096
+
+
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
-               update: str = "ste", *, jit_outer=None) -> Pieces:
+               update: str = "ste", *, jit_outer=None, local=None, fma=None) -> Pieces:
     """The driver pieces of a chain with this emission.
 
     Parameters
@@ -125,11 +199,21 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         compiled once and called, not inlined into every caller of the driver, which
         halves the compile time and runs faster too (measured: a Poisson HMM, 3 states,
         first fit 25.7 -> 13.6 s, 200 datasets x 10 starts 8.4 -> 6.5 s; the same bits).
+    local : callable, optional
+        ``local(n, dtype) -> f``, ``f()`` an array of ``n`` on the stack
+        (:func:`stack_vector`, the CPU): the E-step's vectors, and each unit's sums
+        (added to the block's after the unit), go there when small enough; else
+        (the GPU) the vectors are ``scratch`` and the sums go straight to ``stats``.
+    fma : callable, optional
+        ``fma(a, b, c)``, ``a * b + c`` rounded once, for operands of one float type
+        (:func:`fused_multiply_add`, the CPU); else ``a * b + c`` as written (which the
+        GPU's compiler contracts to the same).
     """
     N, K = layout.N, layout.K
     PT, PE = layout.p_trans, layout.p_emit
     WX, WE = layout.w_exit, layout.w_emit
     SO, SE = layout.s_occ, layout.s_emit
+    NSE = N * layout.S  # the emission's statistics
     P = layout.s_part  # a block's statistics at stats[:P], the totals at stats[P:]
     TERM = terminating
     UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
@@ -139,8 +223,26 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     # |exponents| up to this are scaled by one multiplication in the compute dtype
     # (2**-e a normal number of it); beyond, by ldexp (same result, to the bit)
     LIM = 1000 if dtype == np.float64 else 120
-    accum = jit(emission.accum)
+    # a vector is rescaled when its sum's exponent leaves [-TH, 0] (forward) or [-TH, TH]
+    # (backward): rarely, so the scaling is off the recursion's critical path
+    TH = 64 if dtype == np.float64 else 16
+    if emission.accum_all is not None:
+        accum_all = jit(emission.accum_all)
+    else:
+        accum = jit(emission.accum)
+
+        def each(stats, so, N, K, g, x, xi):
+            for i in range(N):
+                accum(stats, so, N, K, g[i], i, x, xi)
+
+        accum_all = jit(each)
     prep_e = jit(emission.prep)
+    if fma is None:
+        def fma(a, b, c):
+            return a * b + c
+
+        fma = jit(fma)
+    F64 = np.float64
     mstep_e = jit(emission.mstep)
     ZERO = dtype(0.0)
     ONE = dtype(1.0)
@@ -148,6 +250,16 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     MIN_MASS = MIN_COMPONENT_MASS
     ONE_PLUS = 1.0 + PROB_RTOL
     COLLAPSE = DEGENERATE_COLLAPSE
+    STACK_VEC = local is not None and N <= STACK_VECTOR_MAX
+    # the CPU keeps each step's emission factors after the forward vectors when the buffer
+    # has room (2 N per step: the CPU engines' buffers), not to take them again backward
+    KEEP_E = local is not None
+    STACK_SUMS = local is not None and N * N + 2 * N + NSE <= STACK_SUMS_MAX
+    if STACK_VEC:
+        vector = local(N, dtype)
+    if STACK_SUMS:
+        sums_nn, sums_n, sums_e = local(N * N, np.float64), local(N, np.float64), \
+            local(max(NSE, 1), np.float64)
 
     def setup(data, lo, hi, step, tot):
         pass
@@ -169,108 +281,180 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         ok = prep_e(params, PE, N, K, work, WE) and ok
         return 0.0 if ok else math.nan
 
-    def unit(x, a0, T, work, stats, a, e, b, nb, buf):
-        # forward: alpha_t in normal form, stored in buf[t N:(t + 1) N]
-        shift = np.float64(dens(work, WE, N, K, x, a0, e))
-        s = ZERO
-        for j in range(N):
-            v = work[j] * e[j]
-            nb[j] = v
-            s += v
+    def settle(v, lo, hi):
+        # v rescaled by 2^-e if the exponent e of its sum is outside [lo, hi]; returns that e
+        # (or 0).  Exact: a power of two.
+        s = v[0]
+        for j in range(1, N):
+            s += v[j]
         ex = expo(s)
-        scale = ex
+        if lo <= ex <= hi:
+            return 0
         sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
         for j in range(N):
-            a[j] = nb[j] * sc if -LIM <= ex <= LIM else math.ldexp(nb[j], -ex)
+            v[j] = v[j] * sc if -LIM <= ex <= LIM else math.ldexp(v[j], -ex)
+        return ex
+
+    settle_f = jit(settle)
+
+    def unit(x, a0, T, work, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf):
+        # forward: a = alpha_t 2^-R (R the exponents taken out so far), stored in
+        # buf[t N:(t + 1) N]; the normalisation of a step is not waited for by the next
+        NT = N * T
+        keep = KEEP_E and len(buf) >= 2 * NT
+        shift = np.float64(dens(work, WE, N, K, x, a0, e))
+        for j in range(N):
+            a[j] = work[j] * e[j]
+        R = settle_f(a, -TH, 0)
+        for j in range(N):
             buf[j] = a[j]
         for t in range(1, T):
             shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
-            s = ZERO
+            if keep:
+                for j in range(N):
+                    buf[NT + t * N + j] = e[j]
+            ai = a[0]
             for j in range(N):
-                acc = ZERO
-                for i in range(N):
-                    acc += a[i] * work[PT + i * N + j]
-                v = acc * e[j]
-                nb[j] = v
-                s += v
-            ex = expo(s)
-            scale += ex
-            sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
+                nb[j] = ai * work[PT + j]
+            for i in range(1, N):
+                ai = a[i]
+                for j in range(N):
+                    nb[j] = fma(ai, work[PT + i * N + j], nb[j])
             for j in range(N):
-                a[j] = nb[j] * sc if -LIM <= ex <= LIM else math.ldexp(nb[j], -ex)
+                a[j] = nb[j] * e[j]
+            R += settle_f(a, -TH, 0)
+            for j in range(N):
                 buf[t * N + j] = a[j]
-        s = ZERO
-        for j in range(N):
+        # the last vector in normal form, its sum (or exit mass) in one log
+        R += settle_f(a, 1, 0)
+        s = a[0] * work[WX] if TERM else a[0]
+        for j in range(1, N):
             s += a[j] * work[WX + j] if TERM else a[j]
-        ll = shift + scale * LN2 + math.log(np.float64(s))
-        # backward: beta_t normalised; gamma and xi normalised per step by Z
+        ll = shift + R * LN2 + math.log(np.float64(s))
+        # backward: b = beta_t 2^-k; gamma and xi normalised per step by
+        # Z = sum_i alpha_t(i) beta_t(i) (the scales cancel)
         t = T - 1
-        z = ZERO
         for i in range(N):
             b[i] = work[WX + i] if TERM else ONE
-            z += CAST(buf[t * N + i]) * b[i]
+        z = CAST(buf[t * N]) * b[0]
+        for i in range(1, N):
+            z = fma(CAST(buf[t * N + i]), b[i], z)
         inv = ONE / z
         for i in range(N):
             g = np.float64(CAST(buf[t * N + i]) * b[i] * inv)
-            stats[SO + i] += g
-            accum(stats, SE, N, K, g, i, x, a0 + t)
-            if t == 0:
-                stats[i] += g
+            oc[oo + i] += g
+            nb[i] = g
+        accum_all(es, eo, N, K, nb, x, a0 + t)
         while t > 0:
             t -= 1
-            dens(work, WE, N, K, x, a0 + t + 1, e)
-            for j in range(N):
-                e[j] *= b[j]  # w_j = b_j(x_{t+1}) beta_{t+1}(j)
-            z = ZERO
-            for i in range(N):
-                acc = ZERO
+            if keep:
                 for j in range(N):
-                    acc += work[PT + i * N + j] * e[j]
-                nb[i] = acc
-                z += CAST(buf[t * N + i]) * acc
+                    e[j] = CAST(buf[NT + (t + 1) * N + j]) * b[j]
+            else:
+                dens(work, WE, N, K, x, a0 + t + 1, e)
+                for j in range(N):
+                    e[j] *= b[j]
+            # e_j = w_j = b_j(x_{t+1}) beta_{t+1}(j)
+            for i in range(N):
+                acc = work[PT + i * N] * e[0]
+                for j in range(1, N):
+                    acc = fma(work[PT + i * N + j], e[j], acc)
+                b[i] = acc
+            z = CAST(buf[t * N]) * b[0]
+            for i in range(1, N):
+                z = fma(CAST(buf[t * N + i]), b[i], z)
             inv = ONE / z
-            sb = ZERO
             for i in range(N):
                 ai = CAST(buf[t * N + i]) * inv
-                for j in range(N):
-                    stats[PT + i * N + j] += np.float64(ai * work[PT + i * N + j] * e[j])
-                g = np.float64(ai * nb[i])
-                stats[SO + i] += g
-                accum(stats, SE, N, K, g, i, x, a0 + t)
-                if t == 0:
-                    stats[i] += g
-                sb += nb[i]
-            ex = expo(sb)
-            sc = CAST(p2(-ex)) if -LIM <= ex <= LIM else ZERO
-            for i in range(N):
-                b[i] = nb[i] * sc if -LIM <= ex <= LIM else math.ldexp(nb[i], -ex)
+                for j in range(N):  # xi_t(i, j) / A_ij (A_ij is applied once per block)
+                    xs[xo + i * N + j] = fma(F64(ai), F64(e[j]), xs[xo + i * N + j])
+                g = np.float64(ai * b[i])
+                oc[oo + i] += g
+                nb[i] = g
+            accum_all(es, eo, N, K, nb, x, a0 + t)
+            settle_f(b, -TH, TH)
+        for i in range(N):
+            st[so + i] += nb[i]  # gamma_0
         return ll
 
     unit_f = jit(unit)
 
-    def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
-        x, units, block = data  # block: Tuning.wide_cpu_chunk_units
-        a = scratch[0:N]
-        e = scratch[N:2 * N]
-        b = scratch[2 * N:3 * N]
-        nb = scratch[3 * N:4 * N]
-        ll = 0.0
-        part = 0.0
-        n = 0
-        u = lo
-        while u < hi:
-            a0 = units[u]
-            part += unit_f(x, a0, units[u + 1] - a0, work, stats, a, e, b, nb, buf)
-            u += step
-            n += 1
-            if n == block or u >= hi:  # the block's sums into the totals, in block order
-                for k in range(P):
-                    stats[P + k] += stats[k]
-                    stats[k] = 0.0
-                ll += part
-                part = 0.0
-                n = 0
-        return ll
+    def block_done(work, stats):
+        # the block's sums into the totals (the transitions times A_ij), in block order
+        for k in range(P):
+            v = stats[k]
+            if PT <= k < SO:
+                v *= np.float64(work[k])
+            stats[P + k] += v
+            stats[k] = 0.0
+
+    block_f = jit(block_done)
+
+    if STACK_VEC and STACK_SUMS:
+        def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
+            x, units, block = data  # block: Tuning.wide_cpu_chunk_units
+            a, e, b, nb = vector(), vector(), vector(), vector()
+            xs, oc, st, es = sums_nn(), sums_n(), sums_n(), sums_e()
+            for k in range(N * N):
+                xs[k] = 0.0
+            for k in range(N):
+                oc[k] = 0.0
+                st[k] = 0.0
+            for k in range(NSE):
+                es[k] = 0.0
+            ll = 0.0
+            part = 0.0
+            n = 0
+            u = lo
+            while u < hi:
+                a0 = units[u]
+                part += unit_f(x, a0, units[u + 1] - a0, work, xs, 0, oc, 0, st, 0, es, 0,
+                               a, e, b, nb, buf)
+                for k in range(N):  # the unit's sums into the block's
+                    stats[k] += st[k]
+                    st[k] = 0.0
+                    stats[SO + k] += oc[k]
+                    oc[k] = 0.0
+                for k in range(N * N):
+                    stats[PT + k] += xs[k]
+                    xs[k] = 0.0
+                for k in range(NSE):
+                    stats[SE + k] += es[k]
+                    es[k] = 0.0
+                u += step
+                n += 1
+                if n == block or u >= hi:
+                    block_f(work, stats)
+                    ll += part
+                    part = 0.0
+                    n = 0
+            return ll
+    else:
+        def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
+            x, units, block = data  # block: Tuning.wide_cpu_chunk_units
+            if STACK_VEC:
+                a, e, b, nb = vector(), vector(), vector(), vector()
+            else:
+                a = scratch[0:N]
+                e = scratch[N:2 * N]
+                b = scratch[2 * N:3 * N]
+                nb = scratch[3 * N:4 * N]
+            ll = 0.0
+            part = 0.0
+            n = 0
+            u = lo
+            while u < hi:
+                a0 = units[u]
+                part += unit_f(x, a0, units[u + 1] - a0, work, stats, PT, stats, SO, stats, 0,
+                               stats, SE, a, e, b, nb, buf)
+                u += step
+                n += 1
+                if n == block or u >= hi:
+                    block_f(work, stats)
+                    ll += part
+                    part = 0.0
+                    n = 0
+            return ll
 
     def complete(data, stats, tot):
         pass

@@ -16,6 +16,9 @@ them:
   give probabilities directly);
 * ``accum(stats, so, N, K, g, i, x, xi)``: adds ``g`` times observation
   ``xi``'s statistics to state ``i``'s block at ``stats[so:]``;
+* ``accum_all(stats, so, N, K, g, x, xi)`` (optional): ``accum`` of every state ``i``
+  with ``g[i]``, in that order, reading the observation once (the chain's E-step
+  takes it where given);
 * ``mstep(stats, so, occ, oo, params, po, N, K, reg) -> status``: the
   states' parameters from their statistics and occupancies
   ``occ[oo:oo + N]`` (summed posterior probabilities).
@@ -72,6 +75,8 @@ class Emission:
         Host NumPy ``score(records (n, N E), stats (n, N S), N, K) -> (n, N E)``: the
         gradient at ``records`` of the emission's part of the expected complete-data
         log-likelihood, from its E-step statistics there (``Model.score``).
+    accum_all : callable or None
+        The hook ``accum_all`` (see the module docstring), or None: ``accum`` state by state.
     """
 
     name: str
@@ -86,6 +91,7 @@ class Emission:
     blocks: Callable
     location: Callable
     score: Callable | None = None
+    accum_all: Callable | None = None
 
     def n_params(self, K: int) -> int:
         """Parameters per state (the length of a state's record of :attr:`blocks`)."""
@@ -124,6 +130,14 @@ def _cat_accum(stats, so, N, K, g, i, x, xi):
         stats[so + N * K + i] += g
 
 
+def _cat_accum_all(stats, so, N, K, g, x, xi):
+    if not math.isnan(x[xi]):
+        v = max(int(x[xi]), 0)  # (a symbol; telling the compiler so spares index checks)
+        for i in range(N):
+            stats[so + i * K + v] += g[i]
+            stats[so + N * K + i] += g[i]
+
+
 def _cat_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
         inv = 1.0 / stats[so + N * K + i]
@@ -143,7 +157,7 @@ CATEGORICAL = Emission(
     _cat_mstep, "e",
     blocks=lambda s, K: (Block("emissionprob", (s, Axis("symbol", K, 0)), "simplex", "prob"),),
     location=lambda b: b["emissionprob"] @ np.arange(b["emissionprob"].shape[-1], dtype=float),
-    score=_cat_score)
+    score=_cat_score, accum_all=_cat_accum_all)
 
 
 # --- Gaussian with a diagonal covariance: D dimensions ---------------------------------------
@@ -206,6 +220,23 @@ def _gauss_accum(stats, so, N, K, g, i, x, xi):
         stats[b + K + d] += gv * v
 
 
+def _gauss_accum_all(stats, so, N, K, g, x, xi):
+    missing = False
+    for d in range(K):
+        missing = missing or math.isnan(x[xi * K + d])
+    if missing:
+        return
+    for i in range(N):
+        gi = g[i]
+        stats[so + N * 2 * K + i] += gi
+        b = so + i * 2 * K
+        for d in range(K):
+            v = x[xi * K + d]
+            gv = gi * v
+            stats[b + d] += gv
+            stats[b + K + d] += gv * v
+
+
 def _gauss_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
         n = stats[so + N * 2 * K + i]
@@ -243,7 +274,7 @@ GAUSSIAN = Emission(
     blocks=lambda s, K: (Block("means", (s, Axis("dim", K)), "real", "mean"),
                          Block("vars", (s, Axis("dim", K)), "positive", "var")),
     location=lambda b: b["means"][:, :, 0],
-    score=_gauss_score)
+    score=_gauss_score, accum_all=_gauss_accum_all)
 
 
 # --- Poisson counts ----------------------------------------------------------------------------
@@ -322,6 +353,14 @@ def _pois_accum(stats, so, N, K, g, i, x, xi):
         stats[so + N + i] += g
 
 
+def _pois_accum_all(stats, so, N, K, g, x, xi):
+    v = x[xi]
+    if not math.isnan(v):
+        for i in range(N):
+            stats[so + i] += g[i] * v
+            stats[so + N + i] += g[i]
+
+
 def _pois_mstep(stats, so, occ, oo, params, po, N, K, reg):
     for i in range(N):
         lam = stats[so + i] / stats[so + N + i]
@@ -341,6 +380,6 @@ POISSON = Emission(
     _pois_mstep, "l",
     blocks=lambda s, K: (Block("lambdas", (s,), "positive", "lambda"),),
     location=lambda b: b["lambdas"],
-    score=_pois_score)
+    score=_pois_score, accum_all=_pois_accum_all)
 
 EMISSIONS = {e.name: e for e in (CATEGORICAL, GAUSSIAN, POISSON)}

@@ -16,7 +16,7 @@ from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
 from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
-from .chain import ChainLayout, make_chain
+from .chain import ChainLayout, fused_multiply_add, make_chain, stack_vector
 from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
 
 
@@ -159,10 +159,14 @@ class HMMModel(Model):
         return out
 
     def pieces(self, dtype, target) -> Pieces:
-        # CPU: the E-step and M-step compiled once each, not inlined (see make_chain)
-        outer = kernel() if target.name == "cpu" else None
+        # CPU: the E-step and M-step compiled once each, not inlined, the E-step's vectors
+        # and per-unit sums on the stack, its products fused (see make_chain)
+        if target.name != "cpu":
+            return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
+                              self.update)
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
-                          self.update, jit_outer=outer)
+                          self.update, jit_outer=kernel(), local=stack_vector,
+                          fma=fused_multiply_add())
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""
