@@ -244,7 +244,7 @@ test_that("loglik_at() takes covariance_type, and cov as lower triangles or matr
                                                 var = diag(2)), covariance_type = "full"))
   expect_error(loglik_at(data, "poisson", list(weight = 1, rate = 2), covariance_type = "full"),
                "`covariance_type` is an option of the Gaussian family", fixed = TRUE)
-  expect_error(loglik_at(data, "gaussian", list(weight = 1), covariance_type = "tied"),
+  expect_error(loglik_at(data, "gaussian", list(weight = 1), covariance_type = "banana"),
                "`covariance_type` must be \"diag\"", fixed = TRUE)
 })
 
@@ -295,7 +295,7 @@ test_that("init for full and spherical covariances, and covariance_type's checks
                paste0("`covariance_type` is an option of the Gaussian family (family = ",
                       "\"gaussian\"); family = \"invgauss\" has no covariance matrix."),
                fixed = TRUE)
-  expect_error(fit_mixture(data, family = "gaussian", covariance_type = "tied"),
+  expect_error(fit_mixture(data, family = "gaussian", covariance_type = "banana"),
                "`covariance_type` must be \"diag\"", fixed = TRUE)
   expect_error(fit_mixture(data, family = "gaussian", covariance_type = c("full", "diag")),
                "`covariance_type` must be \"diag\"", fixed = TRUE)
