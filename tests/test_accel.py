@@ -172,9 +172,11 @@ def test_the_nile_local_level_reaches_its_maximum_with_the_defaults(prior):
 def test_the_wide_cuda_engine_is_the_cpu_engine(seed):
     data, kw = _batch("hmm", seed, n=1)
     data = [[s[:15] for s in data[0][:4]]]
+    # (one block of 32 threads and 15 passes: the simulator runs a Python thread per GPU
+    # thread, and two blocks and 30 passes took ~60 s of the test command)
     wide = Tuning(strategy="wide", wide_cuda_threads=32, wide_cuda_reduce_threads=32,
-                  wide_cuda_reduce_cols=8, wide_cuda_check_every=2, wide_cuda_max_blocks=2)
-    out = {backend: bulkem.fit(data, n_starts=1, seed=seed, max_iter=30, tol=0.0,
+                  wide_cuda_reduce_cols=8, wide_cuda_check_every=2, wide_cuda_max_blocks=1)
+    out = {backend: bulkem.fit(data, n_starts=1, seed=seed, max_iter=15, tol=0.0,
                                backend=backend, accel=True,
                                tuning=wide if backend == "cuda" else None, **kw).starts
            for backend in ("cpu", "cuda")}
