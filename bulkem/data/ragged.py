@@ -44,6 +44,14 @@ class Ragged:
     groups: np.ndarray
     kernel_cache: dict | None = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        # Values the caller cannot write (a read-only NumPy view, an Arrow or Parquet column,
+        # a memory map, a checkpoint's data read back) are copied once: Numba types a
+        # read-only array apart, so every kernel would otherwise compile a second time for
+        # them (15-70 s each), for values no kernel writes.
+        if isinstance(self.values, np.ndarray) and not self.values.flags.writeable:
+            self.values = self.values.copy()
+
     @classmethod
     def flat(cls, values: np.ndarray, offsets: np.ndarray) -> Ragged:
         """One unit per dataset: dataset ``d`` is ``values[offsets[d]:offsets[d + 1]]``."""

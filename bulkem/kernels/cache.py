@@ -223,7 +223,8 @@ class _CompileLog(numba_event.Listener):
     compilation in this process as it ends (a test-time diagnostic: which kernels compile,
     where, for how long): ``t`` (end, epoch seconds), ``pid``, ``name``, ``key`` (a
     :func:`njit_cached` kernel's key, else the argument types), ``seconds`` and, under pytest,
-    ``test`` (the test that was running: which test paid for the kernel)."""
+    ``test`` (the test that was running: which test paid for the kernel) and ``args`` (the
+    argument types: a kernel compiled twice under one key got other types)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -242,6 +243,7 @@ class _CompileLog(numba_event.Listener):
         line = json.dumps({"t": round(time.time(), 3), "pid": os.getpid(),
                            "name": getattr(func, "__qualname__", str(disp)), "key": key,
                            "seconds": round(seconds, 3),
+                           "args": str(event.data.get("args"))[:2000],
                            "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]})
         with open(self.path, "a") as fh:
             fh.write(line + "\n")
