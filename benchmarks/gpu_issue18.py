@@ -18,6 +18,12 @@
    iterations (the fixed cost of a call against the cost of an iteration) and a cProfile of
    the 100-iteration call (where the host time goes).
 
+5. ``sklearn-gpu`` (not in ``both``): issue 37's baseline for ``large``: scikit-learn's own GPU
+   path (``GaussianMixture(covariance_type="diag")`` with array API dispatch on torch CUDA
+   tensors, ``SCIPY_ARRAY_API=1``), 100 iterations (``tol=0``), start included (k-means++
+   where its array API path takes it, else ``random_from_data``) and from the given start,
+   float32 and float64, best of ``--repeat``, beside bulkem's whole call with k-means++.
+
 3. ``versus`` (not in ``both``): the large fit from one given start, 100 iterations, by the
    CUDA engine (float64, float32), the CPU engine and scikit-learn's ``GaussianMixture``
    (diagonal, float64, all cores), each a whole fit, the same run: the ratio to scikit-learn.
@@ -159,6 +165,64 @@ def versus(args) -> None:
         print(f"{name:<34}: {base / t:7.1f}x scikit-learn")
 
 
+def sklearn_gpu(args) -> None:
+    """scikit-learn on the GPU (array API dispatch on torch CUDA tensors) beside bulkem."""
+    import os
+    import warnings
+
+    os.environ.setdefault("SCIPY_ARRAY_API", "1")  # before scipy / sklearn load their array API
+    import sklearn
+    import torch
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+
+    x = mixture(args.n, args.d, args.m, seed=1)
+    init = given_start(x, args)
+    print(f"# one large dataset: N = {args.n}, M = {args.m}, D = {args.d}, {args.iters} "
+          f"iterations (tol=0), 1 start, whole fit, best of {args.repeat}; scikit-learn "
+          f"{sklearn.__version__} on torch {torch.__version__} CUDA tensors")
+
+    def best_of(fn):
+        fn()  # compile / warm up
+        best, ll = np.inf, None
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            ll = fn()
+            best = min(best, time.perf_counter() - t0)
+        return best, ll
+
+    for dtype, tdt in (("float32", torch.float32), ("float64", torch.float64)):
+        xt = torch.as_tensor(x, dtype=tdt, device="cuda")
+        given = dict(weights_init=init["weight"], means_init=init["mean"],
+                     precisions_init=1.0 / init["var"])
+        for name, kw in (("k-means++", dict(init_params="k-means++")),
+                         ("random_from_data", dict(init_params="random_from_data")),
+                         ("given start", given)):
+            def fit(kw=kw, xt=xt):
+                gm = GaussianMixture(args.m, covariance_type="diag", max_iter=args.iters,
+                                     tol=0.0, reg_covar=1e-6, random_state=3, **kw)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    with sklearn.config_context(array_api_dispatch=True):
+                        gm.fit(xt)
+                        out = float(gm.score(xt)) * len(x)
+                torch.cuda.synchronize()
+                return out
+            try:
+                t, ll = best_of(fit)
+                print(f"scikit-learn gpu {dtype} {name:<16}: {t * 1e3:8.1f} ms per fit; "
+                      f"loglik {ll:.9e}", flush=True)
+            except Exception as exc:  # an init its array API path lacks: say so, go on
+                print(f"scikit-learn gpu {dtype} {name:<16}: failed ({type(exc).__name__}: "
+                      f"{str(exc)[:120]})", flush=True)
+        kw = dict(family="gaussian", n_components=args.m, n_starts=1, max_iter=args.iters,
+                  tol=0.0, accel=False, seed=3, dtype=dtype, init_method="kmeans++",
+                  progress=False)
+        t, ll = best_of(lambda kw=kw: bulkem.fit([x], backend="cuda", **kw).summary.loglik[0])
+        print(f"bulkem cuda {dtype} kmeans++ (whole call): {t * 1e3:8.1f} ms per fit; "
+              f"loglik {ll:.9e}", flush=True)
+
+
 def given_start(x, args):
     sv = bulkem.fit([x], family="gaussian", n_components=args.m, n_starts=1, max_iter=1,
                     seed=3, init_method="subset", backend="cpu", progress=False).start_values
@@ -200,7 +264,7 @@ def profile(args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", nargs="?", default="both",
-                    choices=("both", "large", "ragged", "versus", "profile"))
+                    choices=("both", "large", "ragged", "versus", "profile", "sklearn-gpu"))
     ap.add_argument("--n", type=int, default=230_400)
     ap.add_argument("--m", type=int, default=32)
     ap.add_argument("--d", type=int, default=32)
@@ -219,6 +283,8 @@ def main() -> None:
         versus(args)
     if args.what == "profile":
         profile(args)
+    if args.what == "sklearn-gpu":
+        sklearn_gpu(args)
     if args.what in ("both", "ragged"):
         ragged(args)
 
