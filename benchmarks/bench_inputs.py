@@ -7,6 +7,8 @@ Rows, each the best of ``--rounds``, the baseline beside it in the same run:
 * packing a list of arrays: ``MixtureModel.pack`` (one vectorised screen, the family's
   check only on flagged datasets) against checking every dataset in Python (``screen=None``,
   the path before 2026-11-29);
+* the list's values into one array: ``bulkem.data.gather`` (one compiled pass, copied on
+  every core) against ``np.concatenate`` (the path before, one thread);
 * reading a long DataFrame (sorted by dataset, and shuffled): ``data.as_datasets`` (by column:
   one factorise, one stable sort) against splitting it by ``groupby`` (the path before);
 * a ``pyarrow`` list array (zero per-dataset Python objects), read;
@@ -45,6 +47,7 @@ def main() -> None:
 
     import bulkem
     from bulkem.data import as_datasets, pack
+    from bulkem.data.gather import gather
     from bulkem.engines import select
     from bulkem.models.mixture import GAUSSIAN, INVGAUSS
     from bulkem.models.mixture.model import MixtureModel
@@ -69,6 +72,10 @@ def main() -> None:
         row("pack (check, concatenate)", f"{fam.name}, list of {len(data):,} arrays",
             best(lambda p=pairs, m=m: pack(p, m.check, m.screen), args.rounds),
             best(lambda p=pairs, m=m: pack(p, m.check), args.rounds))
+        arrays = [v for _, v in pairs]
+        row("concatenate (gather)", f"{fam.name}, list of {len(data):,} arrays",
+            best(lambda a=arrays, nd=fam.ndim, D=D: gather(a, nd, D), args.rounds),
+            best(lambda a=arrays: np.concatenate(a), args.rounds))
     df = pd.DataFrame({"dataset": np.repeat(np.arange(n), k), "value": np.concatenate(x)})
     shuffled = df.sample(frac=1.0, random_state=0)
     for form, frame in (("long frame, sorted", df), ("long frame, shuffled", shuffled)):

@@ -5,7 +5,9 @@
 
 AR(10)-plus-noise series (``bench_kalman.py`` (a)), the exact method: the whole call from
 one ``(n_series, n_steps)`` array and from a list of its rows (best of 3, after a warm-up),
-the engine alone on the packed batch (host data, copies included), and a cProfile of one
+the engine alone on the packed batch (host data, copies included), the host's data path
+alone (reading and packing the series: ``read`` + ``pack``), the list's copy into one array
+by ``bulkem.data.gather`` beside ``np.concatenate`` (the path before), and a cProfile of one
 whole call from the array, the functions by their own time.
 """
 
@@ -17,11 +19,13 @@ import io
 import pstats
 import time
 
+import numba
 import numpy as np
 from bench_kalman import ar10, simulate_ar
 
 import bulkem
-from bulkem.models.ssm.linear import pack_series
+from bulkem.data.gather import gather
+from bulkem.models.ssm.linear import STATE_SPACE_FAMILY, LinearGaussian, pack_series
 
 
 def best(fn, repeat: int = 3) -> float:
@@ -54,8 +58,20 @@ def main() -> None:
              best(lambda: bulkem.kalman_loglik(y, model, backend=args.backend))),
             ("whole call from a list of arrays",
              best(lambda: bulkem.kalman_loglik(ys, model, backend=args.backend)))]
+    lg = LinearGaussian(model.dim_state, model.dim_obs)
+
+    def read(series, **options):
+        return STATE_SPACE_FAMILY.read(series, "dataset", "value",
+                                       {"dim_obs": model.dim_obs, **options})
+
+    cols = [v for _, v in read(ys)]
+    rows += [("host data path alone, from the array", best(lambda: lg.pack(read(y)))),
+             ("host data path alone, from the list", best(lambda: lg.pack(read(ys)))),
+             ("  the list's copy: gather", best(lambda: gather(cols, 2, model.dim_obs))),
+             ("  the list's copy: np.concatenate (before)",
+              best(lambda: np.concatenate(cols, out=np.empty((y.size, model.dim_obs)))))]
     print(f"{args.n_series:,} AR(10) series x {args.n_steps:,} steps, exact, "
-          f"backend={args.backend}")
+          f"backend={args.backend}, {numba.get_num_threads()} threads")
     for what, t in rows:
         print(f"  {what:<45} {t * 1e3:9.1f} ms")
     prof = cProfile.Profile()

@@ -270,10 +270,33 @@ def as_datasets(
         raise ValueError("datasets is empty; expected at least one dataset.")
     if isinstance(pairs, Flat):
         return pairs
+    plain = _plain_pairs(pairs, ndim)
+    if plain is not None:
+        return plain
     out = [(k, _as_float(v, k, ndim)) for k, v in pairs]
     if ndim == 2:
         out = _same_dims(out)
     return out
+
+
+def _plain_pairs(pairs: list, ndim: int) -> list | None:
+    """The pairs ``_as_float`` and ``_same_dims`` would give for many plain, C-contiguous
+    float64 arrays, the arrays checked in one compiled pass, not a Python step each; None
+    where they are not all such arrays of one shape (or are few)."""
+    from .gather import plain_lengths
+
+    arrays = list(map(operator.itemgetter(1), pairs))
+    first = arrays[0]
+    if type(first) is not np.ndarray:
+        return None
+    if first.ndim == 1 and plain_lengths(arrays, 1) is not None:
+        if ndim == 1:
+            return pairs
+        column = operator.itemgetter((slice(None), None))  # (``arr[:, None]``)
+        return list(zip(map(operator.itemgetter(0), pairs), map(column, arrays), strict=True))
+    if ndim == 2 and first.ndim == 2 and plain_lengths(arrays, 2, first.shape[1]) is not None:
+        return pairs
+    return None
 
 
 def _same_dims(pairs: list[tuple[Any, np.ndarray]]) -> list[tuple[Any, np.ndarray]]:
@@ -315,18 +338,22 @@ def pack(pairs: list[tuple[Any, np.ndarray]], check, screen=None) -> Packed:
     if isinstance(pairs, Flat):  # values and offsets already: no step per dataset
         ids, n_obs, everything = list(pairs.ids), np.diff(pairs.offsets), pairs.values
     else:
-        ids = [k for k, _ in pairs]
-        n_obs = np.fromiter((len(v) for _, v in pairs), dtype=np.int64, count=len(pairs))
+        ids = list(map(operator.itemgetter(0), pairs))
+        arrays = list(map(operator.itemgetter(1), pairs))
+        n_obs = None
+        if screen is not None:  # (the lengths too, when the values are gathered)
+            everything, n_obs = _concatenate(arrays, pairs[0][1])
+        if n_obs is None:
+            n_obs = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
     if screen is None:
         look = np.ones(len(pairs), dtype=bool)
     else:
-        if everything is None:
-            everything = _concatenate([v for _, v in pairs], pairs[0][1])
         look = np.asarray(screen(everything, n_obs), dtype=bool)
     messages = [None] * len(pairs)
+    ok = np.ones(len(pairs), dtype=bool)
     for i in np.flatnonzero(look):
         messages[i] = check(pairs[i][1])
-    ok = np.fromiter((m is None for m in messages), dtype=bool, count=len(pairs))
+        ok[i] = messages[i] is None
     valid = np.flatnonzero(ok).astype(np.int64)
     offsets = np.zeros(len(valid) + 1, dtype=np.int64)
     np.cumsum(n_obs[valid], out=offsets[1:])
@@ -335,19 +362,24 @@ def pack(pairs: list[tuple[Any, np.ndarray]], check, screen=None) -> Packed:
     elif everything is not None:
         values = everything[np.repeat(ok, n_obs)]
     else:
-        values = _concatenate([pairs[i][1] for i in valid], pairs[0][1])
+        values = _concatenate([pairs[i][1] for i in valid], pairs[0][1])[0]
     data = Ragged.flat(np.ascontiguousarray(values), offsets)
     return Packed(ids, n_obs, messages, valid, data)
 
 
-def _concatenate(arrays: list, like: np.ndarray) -> np.ndarray:
+def _concatenate(arrays: list, like: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """The arrays one after the other; one large dataset's own array (no copy: the engines
-    never write to their data); none: an empty array shaped as ``like``."""
+    never write to their data); none: an empty array shaped as ``like``.  Many plain
+    float64 arrays are copied on every core, and their lengths come too (else None)."""
     if len(arrays) == 1 and arrays[0].flags.c_contiguous and arrays[0].flags.writeable:
-        return arrays[0]
+        return arrays[0], None
     if arrays:
-        return np.concatenate(arrays)
-    return np.empty((0,) + like.shape[1:])
+        from .gather import gather
+
+        shape = np.shape(arrays[0])
+        got = gather(arrays, len(shape), shape[-1] if len(shape) == 2 else 1)
+        return got if got is not None else (np.concatenate(arrays), None)
+    return np.empty((0,) + like.shape[1:]), None
 
 
 def basic_problems(values: np.ndarray, min_obs: int,
