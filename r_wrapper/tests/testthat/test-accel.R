@@ -53,7 +53,7 @@ test_that("accel = TRUE on a mixture, an HMM and a TMAP reaches plain EM's maxim
   expect_identical(hmm()$summary$loglik, hmm(accel = TRUE)$summary$loglik)
   runs <- lapply(seq_len(20), function(i) stats::rexp(1 + i %% 4))
   tmap <- function(...) {
-    fit_tmap(list(t1 = runs), orders = c(1, 2), starts = 3, max_iter = 5000, tol = 1e-10,
+    fit_tmap(list(t1 = runs), orders = c(1, 1, 2), starts = 3, max_iter = 5000, tol = 1e-10,
              seed = 1, backend = "cpu", ...)
   }
   plain <- tmap(accel = FALSE)

@@ -94,17 +94,21 @@ test_that("named datasets, a bad dataset and a Gaussian mixture's intervals", {
                                 bootstrap = 5))
   expect_identical(byfactor$intervals$dataset,
                    factor(rep(c("q", "p"), each = 6L), levels = c("q", "p")))
-  # two dimensions: mean_<component>_<dimension>, as Python names them
+  # two dimensions: mean_<component>_<dimension>, as Python names them (three
+  # clusters, three components: the size, M = 3 and D = 2, of a kernel the Python tests
+  # compile)
   set.seed(5)
-  m <- cbind(stats::rnorm(150, rep(c(0, 4), c(90, 60))), stats::rnorm(150, rep(c(0, -3), c(90, 60))))
-  g <- quiet(fit_mixture(list(m), family = "gaussian", starts = 2, seed = 2, backend = "cpu",
-                         bootstrap = 5, bootstrap_level = 0.9))
-  py <- py_bulkem()$fit(list(bulkem:::py_hmm_array(m)), family = "gaussian", n_components = 2L,
+  k <- rep(1:3, c(70, 50, 50))
+  m <- cbind(stats::rnorm(170, c(0, 4, 8)[k]), stats::rnorm(170, c(0, -3, 2)[k]))
+  g <- quiet(fit_mixture(list(m), family = "gaussian", components = 3, starts = 2, seed = 2,
+                         backend = "cpu", bootstrap = 5, bootstrap_level = 0.9))
+  py <- py_bulkem()$fit(list(bulkem:::py_hmm_array(m)), family = "gaussian", n_components = 3L,
                         n_starts = 2L, seed = 2L, backend = "cpu", bootstrap = 5L,
                         bootstrap_level = 0.9, progress = FALSE)
   expect_identical(g$intervals$parameter,
                    c("weight_1", "mean_1_1", "mean_1_2", "var_1_1", "var_1_2",
-                     "weight_2", "mean_2_1", "mean_2_2", "var_2_1", "var_2_2"))
+                     "weight_2", "mean_2_1", "mean_2_2", "var_2_1", "var_2_2",
+                     "weight_3", "mean_3_1", "mean_3_2", "var_3_1", "var_3_2"))
   for (col in c("estimate", "lower", "upper")) {
     expect_equal(g$intervals[[col]], py_col(py$intervals, col), tolerance = 1e-12, info = col)
   }
@@ -232,8 +236,9 @@ test_that("mixture_sample() draws from a dataset's fitted mixture, as Python's s
 test_that("mixture_sample() of a Gaussian mixture: a column per dimension", {
   skip_if_no_bulkem()
   set.seed(6)
-  m <- cbind(stats::rnorm(120, rep(c(0, 5), each = 60)), stats::rnorm(120))
-  g <- quiet(fit_mixture(list(m), family = "gaussian", starts = 2, seed = 2, backend = "cpu"))
+  m <- cbind(stats::rnorm(120, rep(c(0, 5, 10), each = 40)), stats::rnorm(120))
+  g <- quiet(fit_mixture(list(m), family = "gaussian", components = 3, starts = 2, seed = 2,
+                         backend = "cpu")) # M = 3, D = 2: a size the Python tests compile
   draw <- mixture_sample(g, n = 6, seed = 3)
   expect_named(draw, c("value_1", "value_2", "component"))
   out <- attr(g, "python")$sample(0L, 6L, 3L)

@@ -157,34 +157,36 @@ test_that("fits stopped at max_iter give one warning per call, with their count"
 
 test_that("multi-dimensional Gaussian mixtures: matrices, value_col vectors, reg_covar, init_method", {
   skip_if_no_bulkem()
+  # three clusters, three components: the size (M = 3, D = 2) of a kernel the Python
+  # tests compile, so that this test compiles none of its own
   set.seed(5)
   draw <- function(n) {
-    z <- stats::runif(n) < 0.4
-    cbind(x1 = stats::rnorm(n, ifelse(z, 0, 4)), x2 = stats::rnorm(n, ifelse(z, 0, -3), 0.5))
+    z <- findInterval(stats::runif(n), c(0.35, 0.7)) + 1L
+    cbind(x1 = stats::rnorm(n, c(0, 4, 8)[z]), x2 = stats::rnorm(n, c(0, -3, 2)[z], 0.5))
   }
   m1 <- draw(150)
   m2 <- draw(120)
-  fit <- fit_mixture(list(m1, m2), family = "gaussian", starts = 3, seed = 2, max_iter = 500,
-                     backend = "cpu")
+  fit <- fit_mixture(list(m1, m2), family = "gaussian", components = 3, starts = 3, seed = 2,
+                     max_iter = 500, backend = "cpu")
   expect_identical(attr(fit, "n_dims"), 2L)
   expect_true(all(c("mean_1", "mean_2", "var_1", "var_2") %in% names(fit$components)))
   expect_equal(fit$summary$n_obs, c(150L, 120L))
   # the same as Python on the same arrays
   py <- py_bulkem()$fit(list(bulkem:::py_hmm_array(m1), bulkem:::py_hmm_array(m2)),
-    family = "gaussian", n_starts = 3L, seed = 2L, max_iter = 500L, backend = "cpu",
-    progress = FALSE)
+    family = "gaussian", n_components = 3L, n_starts = 3L, seed = 2L, max_iter = 500L,
+    backend = "cpu", progress = FALSE)
   expect_equal(fit$summary$loglik, py_col(py$summary, "loglik"), tolerance = 1e-12)
   # a long data.frame with value_col naming the columns; other columns are not values
   long <- data.frame(id = rep(c("a", "b"), c(150, 120)), rbind(m1, m2), note = 1)
   byname <- fit_mixture(long, family = "gaussian", dataset_col = "id",
-                        value_col = c("x1", "x2"), starts = 3, seed = 2, max_iter = 500,
-                        backend = "cpu")
+                        value_col = c("x1", "x2"), components = 3, starts = 3, seed = 2,
+                        max_iter = 500, backend = "cpu")
   expect_identical(byname$summary$dataset, c("a", "b"))
   expect_equal(byname$summary$loglik, fit$summary$loglik, tolerance = 1e-10)
   # reg_covar and init_method reach Python
   sub <- suppressWarnings(classes = "bulkem_not_converged",
-    fit_mixture(list(m1), family = "gaussian", starts = 2, seed = 2, backend = "cpu",
-                init_method = "subset", reg_covar = 0.5))
+    fit_mixture(list(m1), family = "gaussian", components = 3, starts = 2, seed = 2,
+                backend = "cpu", init_method = "subset", reg_covar = 0.5))
   expect_true(all(sub$components$var_1 >= 0.5))
   expect_error(fit_mixture(list(m1), family = "gaussian", init_method = "nope"),
                "unknown init_method \"nope\"")
