@@ -140,6 +140,38 @@ test_that("full and spherical covariances: tables and R methods, against a direc
   }
 })
 
+test_that("tied covariances: one matrix for every component, against a direct computation", {
+  skip_if_no_bulkem()
+  # (the tied kernel at M = 2, D = 3: the Python tests' size)
+  data <- cov_data()
+  fit <- fit_mixture(data, family = "gaussian", covariance_type = "tied", starts = 3, seed = 1,
+                     max_iter = 500, backend = "cpu")
+  expect_identical(attr(fit, "covariance_type"), "tied")
+  expect_identical(fit$summary$status, c("converged", "converged"))
+  cov_cols <- c("cov_1_1", "cov_2_1", "cov_2_2", "cov_3_1", "cov_3_2", "cov_3_3")
+  expect_true(all(c("weight", "mean_1", "mean_2", "mean_3", cov_cols) %in%
+                    names(fit$components)))
+  # free parameters: weights M - 1, means M D, one covariance matrix D (D + 1) / 2
+  expect_identical(attr(logLik(fit), "df"), 13L)
+  expect_match(utils::capture.output(print(fit))[1L], "tied covariance matrix", fixed = TRUE)
+  pts <- rbind(c(0, 0, 0), c(4, -2, 1), c(1.5, -0.5, 0.5))
+  for (id in c("a", "b")) {
+    rows <- fit$components[fit$components$dataset == id, ]
+    for (col in cov_cols) expect_identical(rows[[col]][1L], rows[[col]][2L], info = col)
+    ll <- sum(log(direct_density(rows, data[[id]], "full")))
+    expect_lt(rel_diff(fit$summary$loglik[fit$summary$dataset == id], ll), 1e-8)
+    expect_lt(rel_diff(mixture_density(fit, id, pts), direct_density(rows, pts, "full")),
+              1e-10)
+    expect_equal(unname(predict(fit, pts, dataset = id)$z), direct_posterior(rows, pts, "full"),
+                 tolerance = 1e-10)
+  }
+  # the same fits as Python's
+  py <- py_bulkem()$fit(lapply(data, bulkem:::py_hmm_array), family = "gaussian",
+                        covariance_type = "tied", n_components = 2L, n_starts = 3L, seed = 1L,
+                        max_iter = 500L, backend = "cpu", progress = FALSE)
+  expect_equal(fit$summary$loglik, py_col(py$summary, "loglik"), tolerance = 1e-12)
+})
+
 test_that("three dimensions: the cov_ columns are each lower triangle, row by row", {
   skip_if_no_bulkem()
   set.seed(13)
