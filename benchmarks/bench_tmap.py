@@ -152,14 +152,16 @@ def fit_timed(data, **kw):
 WIDE = DEFAULT.replace(strategy="wide")  # the wide regime whatever the batch (Table 1)
 
 
-def warm(backend: str, dtype: str, tuning: Tuning) -> None:
+def warm(backend: str, dtype: str, tuning: Tuning, as_frame: bool = False) -> None:
     """Compile the kernels of a configuration on a tiny batch (``tuning.strategy``: "wide"
-    or "bulk", the regime to compile)."""
-    small = simulate_tmap(300, seed=99, as_frame=False)
+    or "bulk", the regime to compile) of the timed call's input form (``as_frame``: a long
+    frame, whose reading compiles kernels of its own: a warm-up on a list left them to the
+    timed float64 Table-1 call, 2.48 s instead of ~0.25 s on an H200, 2026-11-29)."""
+    small = simulate_tmap(300, seed=99, as_frame=as_frame)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bulkem.fit([small], family="tmap", n_starts=1, max_iter=2, seed=1, backend=backend,
-                   dtype=dtype, progress=False, tuning=tuning)
+        bulkem.fit(small if as_frame else [small], family="tmap", n_starts=1, max_iter=2,
+                   seed=1, backend=backend, dtype=dtype, progress=False, tuning=tuning)
 
 
 def fmt_s(s: float) -> str:
@@ -177,7 +179,7 @@ def table1(n_runs: int, backends: list[str], numpy_iters: int, iters: int, seed:
     start = None
     for backend in backends:
         for dtype in ("float64", "float32"):
-            warm(backend, dtype, WIDE)
+            warm(backend, dtype, WIDE, as_frame=True)
             res, secs = fit_timed(df, family="tmap", orders=ORDERS, n_starts=1, max_iter=iters,
                                   tol=0.0,
                                   accel=False, seed=seed, backend=backend, dtype=dtype, tuning=WIDE)
