@@ -153,6 +153,9 @@ def test_input_forms_agree():
     values.flags.writeable = False
     packed = Ragged.flat(values, np.array([0, len(a), len(values)]))
     assert packed.values.flags.writeable and np.array_equal(packed.values, values)
+    column = long["value"].to_numpy()  # (read-only under pandas' copy-on-write, not copied)
+    packed = Ragged.flat(column, np.array([0, len(column)]))
+    assert packed.values.flags.writeable and np.shares_memory(packed.values, column)
 
 
 def test_batch_of_only_invalid_datasets_returns_their_rows(backend, tuning):

@@ -45,12 +45,18 @@ class Ragged:
     kernel_cache: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Values the caller cannot write (a read-only NumPy view, an Arrow or Parquet column,
-        # a memory map, a checkpoint's data read back) are copied once: Numba types a
-        # read-only array apart, so every kernel would otherwise compile a second time for
-        # them (15-70 s each), for values no kernel writes.
+        # Numba types a read-only array apart, so read-only values (a pandas column under
+        # copy-on-write, an Arrow or Parquet column, a memory map, a checkpoint's data read
+        # back) would compile every kernel a second time (15-70 s each), for values no
+        # kernel writes.  A view of writable memory is flagged writable (no copy: pandas'
+        # columns); other values are copied once.
         if isinstance(self.values, np.ndarray) and not self.values.flags.writeable:
-            self.values = self.values.copy()
+            view = self.values.view()
+            try:
+                view.flags.writeable = True  # (allowed where the memory's owner is writable)
+            except ValueError:
+                view = self.values.copy()
+            self.values = view
 
     @classmethod
     def flat(cls, values: np.ndarray, offsets: np.ndarray) -> Ragged:
