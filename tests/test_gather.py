@@ -11,7 +11,7 @@ import pytest
 from conftest import SEED
 
 from bulkem.data import gather as gather_mod
-from bulkem.data.gather import GATHER_BLOCK, gather
+from bulkem.data.gather import GATHER_BLOCK, GATHER_MIN, gather
 from bulkem.data.inputs import _concatenate, as_datasets, pack
 from bulkem.models.ssm.linear import LinearGaussian
 
@@ -162,7 +162,7 @@ def test_mixture_pack_same_values_either_way():
     """``pack`` of a list: gathered (many plain arrays) or concatenated by NumPy (a strided
     view among them), the same values; a float32 list is float64 before it gets here."""
     rng = np.random.default_rng(SEED)
-    arrays = [a + 5.0 for a in _ragged(rng, 400)]
+    arrays = [a + 5.0 for a in _ragged(rng, GATHER_MIN + 100)]  # (enough for the fast path)
     check = lambda v: None if len(v) else "empty"  # noqa: E731
     want = np.concatenate(arrays)
     for data in (arrays, arrays[:-1] + [arrays[-1][::2]],
@@ -170,7 +170,7 @@ def test_mixture_pack_same_values_either_way():
         packed = pack(as_datasets(data), check, lambda v, n: np.zeros(len(n), bool))
         ref = np.concatenate([np.asarray(a, np.float64) for a in data])
         np.testing.assert_array_equal(_bits(packed.values), _bits(ref))
-    two = [a.reshape(-1, 2) for a in _ragged(rng, 300) if len(a) % 2 == 0]
+    two = [a.reshape(-1, 2) for a in _ragged(rng, 2 * GATHER_MIN + 600) if len(a) % 2 == 0]
     got = _concatenate(two, two[0])[0]
     np.testing.assert_array_equal(_bits(got), _bits(np.concatenate(two)))
     assert _concatenate(arrays[:1], arrays[0])[0] is arrays[0]  # (one dataset: no copy)
@@ -184,7 +184,7 @@ def test_state_space_pack_same_either_way():
     """The state-space model's ``pack``: the same values, lengths and messages gathered and
     concatenated (a strided series among them), invalid series left out."""
     rng = np.random.default_rng(SEED)
-    series = [rng.normal(size=(k, 1)) for k in rng.integers(0, 30, 400)]
+    series = [rng.normal(size=(k, 1)) for k in rng.integers(0, 30, GATHER_MIN + 100)]
     series[3][:] = np.nan  # (all missing)
     series[5] = np.array([[0.5], [np.inf]])
     series[7] = rng.normal(size=(10, 1))
@@ -209,7 +209,7 @@ def test_as_datasets_same_pairs_either_way(form, ndim):
     from bulkem.data.inputs import _as_float, _same_dims
 
     rng = np.random.default_rng(SEED)
-    arrays = _ragged(rng, 300, 3 if form == "2-D" else None)
+    arrays = _ragged(rng, GATHER_MIN + 100, 3 if form == "2-D" else None)
     if form == "strided":
         arrays[-1] = arrays[-1][::2]
     if form == "float32":
