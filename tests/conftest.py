@@ -89,6 +89,24 @@ SMALL_LARGE = dict(estep_block_obs={"float64": 16, "float32": 16}, large_cuda_th
                    large_cuda_reduce_threads=32, large_cuda_check_every=2)
 
 
+def forced_regime(request, tuning, backend, *, cpu_large: bool = True):
+    """``tuning`` forcing the strategy ``request.param`` ("bulk" or "large", the large one with
+    :data:`SMALL_LARGE`), for a mixture family's ``regime`` fixture.  Skips the large regime
+    under the simulator (it runs the GPU's large engine slowly) and, with ``cpu_large=False``,
+    on the CPU, whose large regime runs the hooks the bulk engine runs (its own code is tested
+    with the inverse Gaussian, Gaussian and gamma families): a kernel of its own would cost
+    the test command ~25 s."""
+    import pytest
+
+    if request.param == "large" and backend == "cuda" and SIMULATED:
+        pytest.skip("the simulator runs the GPU's large engine slowly: a real GPU only")
+    if request.param == "large" and backend == "cpu" and not cpu_large:
+        pytest.skip("the CPU's large regime runs the bulk engine's hooks (a kernel of its own "
+                    "would cost the test command ~25 s)")
+    return tuning.replace(strategy=request.param,
+                          **(SMALL_LARGE if request.param == "large" else {}))
+
+
 def assert_same_tables(a, b) -> None:
     """Two FitResults hold the same tables, bit for bit."""
     import pandas as pd

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import SIMULATED, SMALL_LARGE
+from conftest import forced_regime
 from reference import gamma_em, gamma_mix_loglik
 from scipy import stats
 
@@ -27,10 +27,7 @@ def _values(n, seed):
 
 @pytest.fixture(params=["bulk", "large"])
 def regime(request, tuning, backend):
-    if request.param == "large" and backend == "cuda" and SIMULATED:
-        pytest.skip("the simulator runs the GPU's large engine slowly (~50 s): a real GPU only")
-    return tuning.replace(strategy=request.param,
-                          **(SMALL_LARGE if request.param == "large" else {}))
+    return forced_regime(request, tuning, backend)
 
 
 def test_engine_matches_the_scipy_oracle(backend, regime, seed):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import SIMULATED, SMALL_LARGE
+from conftest import forced_regime
 from reference import poisson_em, poisson_mix_loglik
 from scipy import stats
 
@@ -25,16 +25,7 @@ def _counts(n, seed, w=W, rate=RATE):
 
 @pytest.fixture(params=["bulk", "large"])
 def regime(request, tuning, backend):
-    """A tuning that forces a regime (the large one with tiles and blocks small enough for
-    tiny data)."""
-    if request.param == "large" and backend == "cuda" and SIMULATED:
-        pytest.skip("the simulator runs the GPU's large engine slowly (~30 s): a real GPU only")
-    if request.param == "large" and backend == "cpu":
-        pytest.skip("the CPU's large regime runs the hooks the bulk engine runs (its own code is "
-                    "tested with the inverse Gaussian, Gaussian and gamma families): a kernel "
-                    "of its own would cost the test command ~25 s")
-    return tuning.replace(strategy=request.param,
-                          **(SMALL_LARGE if request.param == "large" else {}))
+    return forced_regime(request, tuning, backend, cpu_large=False)
 
 
 def test_engine_matches_the_scipy_oracle(backend, regime, seed):
