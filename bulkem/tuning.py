@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -386,7 +387,12 @@ class Tuning:
     # ("run-time": one kernel for every size, for a grid of sizes).  The same bits either
     # way; run-time sizes measured 1.2-2.7x slower per fit and 1.0-1.7x slower to compile
     # on 16 cores (BENCHMARKS.md), so they pay only where several sizes share the kernel.
-    cpu_sizes: str = "compiled"
+    # The environment variable BULKEM_CPU_SIZES sets the default (read when a Tuning is
+    # built): a session that fits many sizes (an R user's grid of calls; the test command,
+    # whose tests fit ~25 sizes and would compile a kernel for each) compiles one kernel
+    # per family and dtype.
+    cpu_sizes: str = field(default_factory=lambda: os.environ.get("BULKEM_CPU_SIZES",
+                                                                  "compiled"))
 
     # --- runs in chunks (bulkem.scale) ---
     # Fits per chunk of a checkpointed run: a chunk holds max(1, this // n_starts) datasets.
@@ -404,7 +410,8 @@ class Tuning:
                 object.__setattr__(self, f.name, FrozenMap(value))
         if self.cpu_sizes not in ("compiled", "run-time"):
             raise ValueError(f"Tuning(cpu_sizes={self.cpu_sizes!r}): expected 'compiled' or "
-                             "'run-time'.")
+                             "'run-time' (the default comes from the environment variable "
+                             "BULKEM_CPU_SIZES where it is set).")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Tuning(strategy={self.strategy!r}): expected one of "
                              f"{list(STRATEGIES)} (None: the strategy table's rules).")

@@ -22,6 +22,11 @@ source scripts/setup_env.sh "test,r,parquet"
 # -O3 for the same arithmetic (no fast-math: the same bits; the on-disk cache keys by the
 # level, so a later run at -O3 never loads them).  Export NUMBA_OPT=3 to test at -O3.
 export NUMBA_OPT="${NUMBA_OPT:-1}"
+# The CPU's mixture kernels read the numbers of components and dimensions at run time
+# (Tuning.cpu_sizes): the tests fit ~25 sizes, each a kernel of its own with the sizes
+# compiled in (the users' default, which tests/test_gaussian.py checks gives the same
+# bits).  Export BULKEM_CPU_SIZES=compiled to test the users' default throughout.
+export BULKEM_CPU_SIZES="${BULKEM_CPU_SIZES:-run-time}"
 
 echo "== ruff"
 .venv/bin/ruff check .

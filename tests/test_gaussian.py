@@ -433,30 +433,42 @@ def test_block_sizes_are_run_time_values_that_compile_no_kernel():
 def test_run_time_sizes_share_one_cpu_kernel_and_give_the_compiled_bits(seed):
     """With ``Tuning(cpu_sizes="run-time")`` one CPU kernel per family, dtype and regime
     serves every number of components and dimensions (read from the batch tuple): the
-    fits of M = 2 are those of the kernels with the sizes compiled in, bit for bit, and
-    a fit of M = 3 after them in the same kernel is the fit the oracle gives.  (The bulk
-    regime only: the large regime reads its sizes from the same batch tuple, and its own
-    run-time kernel would cost the test command ~25 s.)"""
+    fits of M = 2, D = 2 are those of the kernel with the sizes compiled in (the
+    default for users; the test command runs the other tests with run-time sizes,
+    ``BULKEM_CPU_SIZES``), bit for bit, and a fit of M = 3 after them in the same kernel
+    is the fit the oracle gives.  (The bulk regime only: the large regime reads its sizes
+    from the same batch tuple, and its own run-time kernel would cost the test command
+    ~25 s.)"""
     from bulkem.engines.cpu import bulk
 
     run_time = Tuning(cpu_sizes="run-time")
+    compiled = Tuning(cpu_sizes="compiled")
     keys = {models.MixtureModel(gaussian.FAMILY, m, d, run_time).cpu_key
             for m, d in [(1, 1), (2, 2), (3, 1)]}
     assert len(keys) == 1
-    assert models.MixtureModel(gaussian.FAMILY, 2, 1).cpu_key != keys.pop()
-    x = [_data(200, 1, seed, n_comp=3)]
+    assert models.MixtureModel(gaussian.FAMILY, 2, 2, compiled).cpu_key != keys.pop()
+    x = [_data(200, 2, seed, n_comp=3)]
     kw = dict(family="gaussian", n_starts=2, max_iter=6, tol=0.0, seed=seed, backend="cpu")
-    for strategy in ("bulk",):
-        two = [bulkem.fit(x, n_components=2, tuning=t.replace(strategy=strategy), **kw)
-               for t in (Tuning(), run_time)]
-        assert two[1].starts.equals(two[0].starts) and two[1].components.equals(
-            two[0].components), strategy
-        res = bulkem.fit(x, n_components=3, tuning=run_time.replace(strategy=strategy), **kw)
-        for row in res.starts.itertuples():
-            ref = gauss_em(x[0], *_start(res, 0, row.start), max_iter=6, tol=0.0)
-            assert row.n_iter == ref["n_iter"] and _rel(row.loglik, ref["loglik"]) < 1e-9
+    two = [bulkem.fit(x, n_components=2, tuning=t.replace(strategy="bulk"), **kw)
+           for t in (compiled, run_time)]
+    assert two[1].starts.equals(two[0].starts) and two[1].components.equals(two[0].components)
+    res = bulkem.fit(x, n_components=3, tuning=run_time.replace(strategy="bulk"), **kw)
+    for row in res.starts.itertuples():
+        ref = gauss_em(x[0], *_start(res, 0, row.start), max_iter=6, tol=0.0)
+        assert row.n_iter == ref["n_iter"] and _rel(row.loglik, ref["loglik"]) < 1e-9
     shared = [k for k in bulk._runners if k[0][:2] == ("mixture", "gaussian") and len(k[0]) == 3]
     assert len(shared) == 1, bulk._runners.keys()
+
+
+def test_the_environment_sets_the_default_cpu_sizes(monkeypatch):
+    """``BULKEM_CPU_SIZES`` gives the default of ``Tuning.cpu_sizes``; a bad value raises."""
+    monkeypatch.setenv("BULKEM_CPU_SIZES", "run-time")
+    assert Tuning().cpu_sizes == "run-time"
+    monkeypatch.setenv("BULKEM_CPU_SIZES", "compiled")
+    assert Tuning().cpu_sizes == "compiled"
+    monkeypatch.setenv("BULKEM_CPU_SIZES", "fast")
+    with pytest.raises(ValueError, match="BULKEM_CPU_SIZES"):
+        Tuning()
 
 
 def test_large_cpu_regime_gives_the_bits_of_the_bulk_engine(seed):
