@@ -320,3 +320,20 @@ def test_many_states_regime_matches_the_bulk_cpu_engine(small_many_states, seed,
     assert np.max(_rel(b.starts.loglik, a.starts.loglik)) < 1e-12
     assert np.allclose(a.transitions.prob, b.transitions.prob, rtol=1e-10, atol=1e-14)
     assert np.allclose(a.components.prob_1, b.components.prob_1, rtol=1e-10, atol=1e-14)
+
+
+def test_whole_numbers_without_an_emission_warn():
+    """``family="hmm"`` without ``emission=`` fits Gaussian emissions: on symbols or counts
+    it says so (no kernel runs); ``emission="gaussian"`` or real values are silent."""
+    import warnings
+
+    from bulkem import models
+
+    fam = models.get("hmm")
+    symbols = fam.read([[np.array([0.0, 1.0, 2.0, 1.0])]], "dataset", "value", {})
+    with pytest.warns(UserWarning, match="emission='categorical'"):
+        fam.model(symbols, 2, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fam.model(symbols, 2, {"emission": "gaussian"})
+        fam.model(fam.read([[np.array([0.5, 1.0, 2.0])]], "dataset", "value", {}), 2, {})

@@ -12,6 +12,7 @@ builds the model.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,12 @@ class HMMFamily:
         own = False
         if name == "gaussian":
             K = next((u.shape[1] for _, units in pairs for u in units if len(u)), 1)
+            if "emission" not in options and _whole_numbers(pairs):
+                warnings.warn(
+                    "family='hmm' without emission= fits Gaussian emissions, and these data "
+                    "are whole numbers: for symbols pass emission='categorical', for counts "
+                    "emission='poisson' (emission='gaussian' keeps Gaussian emissions and "
+                    "silences this warning).", stacklevel=4)
         elif name == "categorical":
             K = options.get("n_symbols")
             if K is None:
@@ -78,6 +85,20 @@ class HMMFamily:
 # The most hidden states: a fit's N x N transition matrix, its statistics and N forward
 # values per step are held per fit (2^24 values at this limit).
 MAX_STATES = 4096
+
+
+def _whole_numbers(pairs: list, sample: int = 10) -> bool:
+    """The first ``sample`` datasets' values are whole numbers >= 0 (symbols or counts)."""
+    seen = False
+    for _, units in pairs[:sample]:
+        for u in units:
+            u = np.asarray(u)
+            if u.size:
+                with np.errstate(invalid="ignore"):
+                    if not np.all((u >= 0) & (u == np.floor(u))):
+                        return False
+                seen = True
+    return seen
 
 
 def _inferred_symbols(pairs: list) -> int:
