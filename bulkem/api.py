@@ -241,6 +241,33 @@ def _model(fam, pairs: list, M: int | None, dtype: str, tuning: Tuning, options:
     return model
 
 
+def _value_cols(fam, datasets: Any, dataset_col: str, value_col: Any, weights: Any) -> Any:
+    """``value_col``, less a DataFrame's weight column where a vector family would read every
+    column but ``dataset_col`` (no column is called "value")."""
+    import pandas as pd
+
+    if (isinstance(weights, str) and getattr(fam, "ndim", 1) == 2 and value_col == "value"
+            and isinstance(datasets, pd.DataFrame) and "value" not in datasets.columns):
+        return [c for c in datasets.columns if c not in (dataset_col, weights)]
+    return value_col
+
+
+def _weighted(fam, fitted: list, pairs: Any, weights: Any, datasets: Any,
+              dataset_col: str) -> tuple[list, Any]:
+    """The models weighted and the datasets with their weights attached
+    (:func:`bulkem.data.weights.attach_weights`); a ValueError for a family without
+    weights."""
+    from .data.weights import attach_weights
+    from .models.mixture import MixtureModel
+
+    if not all(isinstance(m, MixtureModel) for m in fitted):
+        raise ValueError(f"weights= is available for the mixture families (invgauss, "
+                         f"gaussian, poisson, lognormal, gamma); the {fam.name!r} family "
+                         "does not take weights yet: leave weights out.")
+    fitted = [dataclasses.replace(m, weighted=True) for m in fitted]
+    return fitted, attach_weights(pairs, weights, datasets, dataset_col)
+
+
 def _is_list(value: Any) -> bool:
     """A list, tuple, range or 1-D array (a grid of sizes), not a string or a scalar."""
     return (isinstance(value, (list, tuple, range))
@@ -317,6 +344,7 @@ def fit(
     accel: bool | None = None,
     rtol: float | None = None,
     devices: Sequence[int] | None = None,
+    weights: Any = None,
     **options: Any,
 ) -> FitResult:
     """Fit a mixture, HMM, TMAP or state-space model by EM to every dataset, from many starts each.
@@ -433,7 +461,18 @@ def fit(
         Column naming the dataset of each row, for DataFrame input.
     value_col : str or list of str
         Value column(s), for DataFrame input.  The Gaussian family takes all
-        columns but ``dataset_col`` when no column is called "value".
+        columns but ``dataset_col`` (and a ``weights`` column) when no column is called
+        "value".
+    weights : str, list, dict or array-like, optional
+        Mixture families: one weight >= 0 per value (a frequency or a survey weight), in the
+        datasets' form (a list of arrays, one per dataset; a dict with the datasets' keys;
+        one array for one dataset), or the name of a column of a long DataFrame.  Each
+        value's log density and its share of the sufficient statistics count ``weight``
+        times: integer weights fit as repeated values would, a weight of 0 leaves the
+        value out, and BIC counts the weights' sum (``summary.sum_weights``) as the number
+        of observations.  The random starts draw values as if unweighted.  A dataset with
+        a NaN, infinite or negative weight is ``invalid_data``.  Weighted fits always take
+        the exact E-step (a log per value), and on the GPU the bulk engine.
     reg_covar : float, default 1e-6
         Gaussian family: added to every variance in each M-step (as in
         scikit-learn), so that no component shrinks onto a single point.
@@ -581,8 +620,15 @@ def fit(
     if len(sizes) > 1 and init is not None:
         raise ValueError(f"init= with a grid of sizes ({label} = {[s for s, _, _ in sizes]}): "
                          "starting values have one size; fit that size on its own with init=.")
+    value_col = _value_cols(fam, datasets, dataset_col, value_col, weights)
     pairs = fam.read(datasets, dataset_col, value_col, sizes[0][2])
     fitted = [_model(fam, pairs, m, dtype, tuning, opts) for _, m, opts in sizes]  # all checked
+    if weights is not None:
+        fitted, pairs = _weighted(fam, fitted, pairs, weights, datasets, dataset_col)
+        if bootstrap:
+            raise ValueError("bootstrap= with weights=: the bootstrap's samples are unweighted "
+                             "draws of each dataset's size; use se=True for standard errors "
+                             "of a weighted fit.")
     if bootstrap and not result_class(fitted[0]).can_resample:
         raise ValueError(f"bootstrap= needs a sampler of the fitted model; the {fam.name!r} "
                          "family has none: leave bootstrap out, or use se=True for standard "
@@ -718,6 +764,7 @@ def loglik(
     dataset_col: str = "dataset",
     value_col: str | Sequence[str] = "value",
     tuning: Tuning | None = None,
+    weights: Any = None,
     **options: Any,
 ) -> pd.DataFrame:
     """Log-likelihood of every dataset at given parameters, without fitting.
@@ -746,9 +793,10 @@ def loglik(
     n_components : int, optional
         Components or states; by default the length of the last axis of the first block of
         ``params`` (``weight``, ``startprob``).
-    backend, dtype, dataset_col, value_col, tuning
+    backend, dtype, dataset_col, value_col, tuning, weights
         As for :func:`fit`; the returned log-likelihood is float64 at these parameters
-        whatever the compute dtype.
+        whatever the compute dtype (with ``weights``, the weighted sum of the values' log
+        densities).
 
     Returns
     -------
@@ -787,7 +835,10 @@ def loglik(
     M = _check_int("n_components", n_components, 1)
     dtype = _check_dtype(dtype)
     tuning = check_tuning(tuning)
+    value_col = _value_cols(fam, datasets, dataset_col, value_col, weights)
     pairs, model = _read(fam, datasets, M, dtype, tuning, dataset_col, value_col, options)
+    if weights is not None:
+        (model,), pairs = _weighted(fam, [model], pairs, weights, datasets, dataset_col)
     if len(given) not in (1, len(pairs)):
         raise ValueError(f"params gives {len(given)} parameter sets for {len(pairs)} datasets; "
                          "expected one for all datasets or one per dataset.")

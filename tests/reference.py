@@ -39,8 +39,9 @@ def ig_mix_loglik(x, w, mu, lam):
     return float(np.sum(logsumexp(comp, axis=1)))
 
 
-def ig_em(x, w, mu, lam, max_iter=100, tol=1e-6):
-    """EM for an inverse-Gaussian mixture from the given start.
+def ig_em(x, w, mu, lam, max_iter=100, tol=1e-6, weights=None):
+    """EM for an inverse-Gaussian mixture from the given start (``weights``: one per value,
+    each value's log density and responsibilities counted that many times).
 
     Returns
     -------
@@ -49,24 +50,25 @@ def ig_em(x, w, mu, lam, max_iter=100, tol=1e-6):
     """
     x = np.asarray(x, dtype=float)
     w, mu, lam = (np.array(a, dtype=float) for a in (w, mu, lam))
+    wts = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=float)
     trace = []
     it = 0
     while True:
         comp = np.log(w)[None, :] + ig_logpdf(x[:, None], mu[None, :], lam[None, :])
         lse = logsumexp(comp, axis=1)
-        ll = float(lse.sum())
+        ll = float((wts * lse).sum())
         trace.append(ll)
         status = _stop(trace, it, max_iter, tol)
         if status:
             return dict(weight=w, mu=mu, **{"lambda": lam}, loglik=ll, n_iter=it,
                         status=status, trace=trace)
-        r = np.exp(comp - lse[:, None])
+        r = np.exp(comp - lse[:, None]) * wts[:, None]
         s0 = r.sum(axis=0)
         new_mu = (r * x[:, None]).sum(axis=0) / s0
         dev = (x[:, None] - mu[None, :]) ** 2 / (mu[None, :] ** 2 * x[:, None])
         lam = s0 / (r * dev).sum(axis=0)
         mu = new_mu
-        w = s0 / len(x)
+        w = s0 / wts.sum()
         it += 1
 
 
@@ -139,8 +141,9 @@ def gauss_mix_loglik(x, w, mean, var):
     return float(np.sum(gauss_mix_logpdf(x, w, mean, var)))
 
 
-def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6):
-    """EM for a diagonal Gaussian mixture from the given start.
+def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6, weights=None):
+    """EM for a diagonal Gaussian mixture from the given start (``weights``: one per value,
+    each value's log density and responsibilities counted that many times).
 
     Returns
     -------
@@ -151,18 +154,19 @@ def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6):
     w = np.array(w, dtype=float)
     mean = np.array(mean, dtype=float).reshape(len(w), -1)
     var = np.array(var, dtype=float).reshape(len(w), -1)
+    wts = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=float)
     trace = []
     it = 0
     while True:
         comp = np.log(w)[None, :] + gauss_logpdf(x, mean, var)
         lse = logsumexp(comp, axis=1)
-        ll = float(lse.sum())
+        ll = float((wts * lse).sum())
         trace.append(ll)
         status = _stop(trace, it, max_iter, tol)
         if status:
             return dict(weight=w, mean=mean, var=var, loglik=ll, n_iter=it, status=status,
                         trace=trace)
-        r = np.exp(comp - lse[:, None])
+        r = np.exp(comp - lse[:, None]) * wts[:, None]
         s0 = r.sum(axis=0)
         nk = s0 + 10 * np.finfo(float).eps
         new_mean = (r.T @ x) / nk[:, None]
@@ -171,7 +175,7 @@ def gauss_em(x, w, mean, var, max_iter=100, tol=1e-6, reg_covar=1e-6):
         if np.any(s0 < GAUSS_MIN_MASS) or np.any(new_var <= GAUSS_VAR_RTOL * mean2):
             return dict(weight=w, mean=mean, var=var, loglik=ll, n_iter=it,
                         status="degenerate", trace=trace)
-        w, mean, var = s0 / len(x), new_mean, new_var
+        w, mean, var = s0 / wts.sum(), new_mean, new_var
         it += 1
 
 

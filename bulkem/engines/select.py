@@ -91,6 +91,8 @@ def use_large(job, engine: str) -> bool:
             tuning.large_max_fits_cuda):
         return False
     if engine == "cuda":
+        if m.weighted:  # (the tiled kernels have no weights: the bulk engine fits them)
+            return False
         from .cuda.large import plan
 
         return plan(m.family, m.n_components, m.n_dims, job.dtype, tuning) is not None

@@ -68,6 +68,20 @@ def best_starts(loglik: np.ndarray) -> np.ndarray:
     return np.argmax(loglik >= top - BEST_TIE_RTOL * np.abs(top), axis=1)
 
 
+def _weight_sums(model, packed) -> np.ndarray | None:
+    """Each input dataset's sum of weights (a weighted mixture: the values' last column; NaN
+    for an invalid dataset), or None for an unweighted model."""
+    if not getattr(model, "weighted", False):
+        return None
+    w = packed.data.values[:, -1]
+    running = np.zeros(len(w) + 1)
+    np.cumsum(w, out=running[1:])
+    off = packed.data.value_offsets
+    out = np.full(len(packed.ids), np.nan)
+    out[packed.valid] = running[off[1:]] - running[off[:-1]]
+    return out
+
+
 def _frame(columns: dict) -> pd.DataFrame:
     """A table over freshly built arrays, kept as they are.
 
@@ -233,6 +247,8 @@ class FitResult:
         best_ll = np.where(has, ll[rows, best], np.nan)
         best_code = code[rows, best]
         n_obs = packed.n_obs
+        sum_w = _weight_sums(model, packed)  # (weighted fits: BIC's number of observations)
+        n_bic = n_obs if sum_w is None else sum_w
 
         status = np.full(n_all, "invalid_data", dtype=object)
         status[packed.valid] = np.where(has, _lookup(STATUS_NAMES, best_code), "failed")
@@ -255,13 +271,14 @@ class FitResult:
         summary = _frame({
             "dataset": ids,
             "n_obs": n_obs,
+            **({} if sum_w is None else {"sum_weights": sum_w}),
             "status": status,
             "loglik": loglik,
             "n_iter": n_iter,
             "converged": status == "converged",
             "best_start": best_start,
             "aic": -2 * loglik + 2 * k,
-            "bic": -2 * loglik + k * np.log(n_obs.clip(1)),
+            "bic": -2 * loglik + k * np.log(np.clip(n_bic, 1, None)),
             "message": message,
         })
 

@@ -215,6 +215,10 @@ def check_splittable(kwargs: dict) -> None:
     if kwargs.get("bootstrap"):
         raise ValueError("bootstrap= is fitted in memory by bulkem.fit without checkpoint= or "
                          "Dask; run the bootstrap on the datasets that need it without them.")
+    if kwargs.get("weights") is not None:
+        raise ValueError("weights= is fitted in memory by bulkem.fit without checkpoint=, "
+                         "Dask or streaming (the parts would not carry their weights yet); "
+                         "fit weighted datasets without them.")
     if (kwargs.get("family") == "hmm" and kwargs.get("emission", "gaussian") == "categorical"
             and kwargs.get("n_symbols") is None):
         raise ValueError(

@@ -45,6 +45,23 @@ py_dataset <- function(x, label, matrices = FALSE) {
   stop("dataset ", label, " is ", not_numbers(x), call. = FALSE)
 }
 
+# fit_mixture(weights =): the name of a column of a data.frame of datasets, or the
+# weights in the datasets' own form (a numeric vector, a list of them, named as the
+# datasets are), converted as datasets are.
+py_weights <- function(weights) {
+  if (is.character(weights)) {
+    one_string(weights, "weights")
+    return(weights)
+  }
+  if (is.data.frame(weights)) {
+    stop("`weights` is a data.frame; give a numeric vector per dataset (a list of them) or ",
+      "the name of the weight column of the datasets' data.frame.",
+      call. = FALSE
+    )
+  }
+  py_datasets(weights)$py
+}
+
 # What a non-numeric vector is, and what to do about it.
 not_numbers <- function(x) {
   what <- if (is.factor(x)) {

@@ -7,7 +7,7 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
                      dataset_col = "dataset", value_col = "value", reg_covar = 1e-6,
                      init_method = NULL, checkpoint = NULL, se = FALSE,
                      criterion = "bic", bootstrap = 0, bootstrap_level = 0.95,
-                     accel = NULL, covariance_type = NULL) {
+                     accel = NULL, covariance_type = NULL, weights = NULL) {
   original <- identical(interface, "bulkem")
   name <- function(fit_mixture, bulkem) if (original) bulkem else fit_mixture
   check_mixture_family(family)
@@ -56,6 +56,10 @@ run_fit <- function(datasets, family, components, starts, max_iter, tol, seed,
   # checkpoint records the arguments) of the versions before covariance_type
   options <- if (!is.null(covariance_type) && !identical(covariance_type, "diag")) {
     list(covariance_type = covariance_type)
+  }
+  # weights only when given, as covariance_type: a call without them is the call before them
+  if (!is.null(weights)) {
+    options <- c(options, list(weights = py_weights(weights)))
   }
   result <- do.call(py_call, c(list(
     module$fit,
@@ -327,14 +331,16 @@ fit_mixture <- function(datasets, family = "invgauss", components = 2, starts = 
                         reg_covar = 1e-6, init_method = NULL, checkpoint = NULL,
                         se = FALSE, criterion = "bic", bootstrap = 0,
                         bootstrap_level = 0.95, accel = NULL,
-                        covariance_type = c("diag", "full", "tied", "spherical")) {
+                        covariance_type = c("diag", "full", "tied", "spherical"),
+                        weights = NULL) {
   run <- run_fit(
     datasets, family, components, starts, max_iter, tol, seed, backend, dtype,
     init, strict, progress,
     dataset_col = dataset_col, value_col = value_col, reg_covar = reg_covar,
     init_method = init_method, checkpoint = checkpoint, se = se, criterion = criterion,
     bootstrap = bootstrap, bootstrap_level = bootstrap_level, accel = accel,
-    covariance_type = if (!missing(covariance_type)) covariance_type
+    covariance_type = if (!missing(covariance_type)) covariance_type,
+    weights = weights
   )
   fit <- mixture_fit(run$py, list(ids = run$ids, se = se, criterion = criterion,
                                   bootstrap = bootstrap, bootstrap_level = bootstrap_level),

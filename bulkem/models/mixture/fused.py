@@ -299,6 +299,93 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
     return Pass(jit(totals), jit(shift), pass_fast, jit(complete), FIRST, pass_exact)
 
 
+class WeightedPass(NamedTuple):
+    """The E-step pieces of a weighted fit (see :func:`make_weighted_pass`)."""
+
+    totals: object
+    exact: object
+
+
+def make_weighted_pass(family, dtype, jit, approx=None) -> WeightedPass:
+    """The E-step pieces of a fit with observation weights (``fit(weights=...)``).
+
+    Observation ``i``'s weight ``w_i`` is stored after the family's features, at
+    ``feat[n_features(D) * stride + i]`` (:meth:`MixtureModel.kernel_data`).  Every
+    E-step is the exact pass (centred, scaled log densities), each observation's
+    log mixture density and responsibilities multiplied by its weight: one log per
+    observation, as a weighted sum of logs is not the log of a product of sums.
+
+    Returns
+    -------
+    WeightedPass
+        * ``totals(D, feat, stride, start, hi, step, tot)``: adds ``w_i g(x_i)`` of
+          observations ``start, start + step, ... < hi`` to ``tot[:S]`` and ``w_i`` to
+          ``tot[S + 4]`` (the weights' sum: the M-step's number of observations);
+        * ``exact``: as :func:`make_pass`'s ``exact`` (the same signature and order of
+          sums: blocks of ``block`` observations summed in the compute dtype, then added
+          to the float64 totals), weighted.
+    """
+    per_f = jit(family.n_stats)
+    nfeat_f = jit(family.n_features)
+    exact_f = jit(family.exact_logdens)
+    accum_f = jit(family.accum)
+    exp_neg, recip = make_math(dtype, jit, approx)
+    ZERO = dtype(0.0)
+    FIRST = 0 if dtype == np.float64 else 1  # (as make_pass: component 0 from the totals)
+
+    def totals(D, feat, stride, start, hi, step, tot):
+        ust = np.uint64(stride)
+        wo = np.uint64(nfeat_f(D)) * ust
+        S = per_f(1, D)
+        for i in range(np.uint64(start), np.uint64(hi), np.uint64(step)):
+            w = feat[wo + i]
+            accum_f(tot, 0, w, D, feat, ust, i)
+            tot[S + 4] += w
+
+    def exact(M, D, ecoef, feat, stride, start, hi, step, block, stats, part, t, xc):
+        S = per_f(1, D)
+        NS = S * M
+        K0 = S * FIRST
+        ust = np.uint64(stride)
+        wo = np.uint64(nfeat_f(D)) * ust
+        ustep = np.uint64(step)
+        uhi = np.uint64(hi)
+        ublock = np.uint64(block)
+        i = np.uint64(start)
+        ll = 0.0
+        while i < uhi:
+            end = min(uhi, i + ublock * ustep)
+            for k in range(K0, NS):
+                part[k] = ZERO
+            lsum = ZERO  # the block's weighted log mixture densities
+            j = i
+            while j < end:
+                w = dtype(feat[wo + j])
+                top = exact_f(ecoef, 0, D, feat, ust, j)
+                t[0] = top
+                for m in range(1, M):
+                    v = exact_f(ecoef, m, D, feat, ust, j)
+                    t[m] = v
+                    top = max(top, v)
+                s = ZERO
+                for m in range(M):
+                    e = exp_neg(top - t[m], xc)
+                    t[m] = e
+                    s += e
+                lsum += w * (dtype(math.log(s)) + top)
+                wq = w * recip(s)
+                for m in range(FIRST, M):
+                    accum_f(part, m, t[m] * wq, D, feat, ust, j)
+                j += ustep
+            ll += np.float64(lsum)
+            for k in range(K0, NS):
+                stats[k] += part[k]
+            i = end
+        return ll
+
+    return WeightedPass(jit(totals), jit(exact))
+
+
 def fixed_sizes(sizes: tuple | None, jit):
     """``fix(M, D) -> (M, D)``: the run-time sizes, or the constants ``sizes = (M, D)``
     compiled in (a function compiled on its own, called with the sizes as arguments, then

@@ -17,10 +17,25 @@ from ...fitting import starts
 from ...kernels.cache import njit_cached
 from ...tuning import DEFAULT, Tuning
 from ..base import Layout, Model, Pieces, Sizes, init_blocks
-from .fused import block_obs, fixed_sizes, make_blocked, make_bound, make_pass
+from .fused import block_obs, fixed_sizes, make_blocked, make_bound, make_pass, make_weighted_pass
 
 if TYPE_CHECKING:  # (a type only: family.py imports this module)
     from .family import Family
+
+
+def weight_problems(w: np.ndarray) -> str | None:
+    """Why observation weights cannot be used (NaN, infinite or negative ones), or None."""
+    bad = ~np.isfinite(w)
+    neg = ~bad & (w < 0)
+    problems = []
+    if bad.any():
+        problems.append(f"{int(bad.sum())} of {len(w)} weights are NaN or infinite")
+    if neg.any():
+        problems.append(f"{int(neg.sum())} of {len(w)} weights are negative")
+    if problems:
+        return ("; ".join(problems) + " (weights must be finite and >= 0; a weight of 0 "
+                "leaves its value out)")
+    return None
 
 
 @njit(cache=True, nogil=True)  # called by the CUDA scheduler's threads
@@ -43,12 +58,19 @@ class MixtureModel(Model):
     batch data of the kernels starts ``(feat, stride)``: the family's features of
     every observation, feature ``f`` of observation ``i`` at
     ``feat[f * stride + i]`` (:meth:`kernel_data`).
+
+    With ``weighted``, each observation has a weight (``fit(weights=...)``), stored as
+    the last column of the packed values (``(n, 2)`` for a scalar family, ``(n, D + 1)``
+    for a vector one) so that it travels with its value wherever the datasets are
+    split, chunked or checkpointed, and after the features in the kernels' ``feat``.
+    Its E-steps are :func:`.fused.make_weighted_pass`'s.
     """
 
     family: Family
     n_components: int
     n_dims: int = 1
     tuning: Tuning = DEFAULT
+    weighted: bool = False
 
     @property
     def compiled_sizes(self) -> bool:
@@ -64,14 +86,15 @@ class MixtureModel(Model):
     def key(self) -> tuple:
         """What the compiled code depends on (for compile caches): the model and the
         tuning compiled into kernels."""
-        return ("mixture", self.family.name, self.n_components, self.n_dims, self.tuning.key())
+        return ("mixture", self.family.name + ("+w" if self.weighted else ""), self.n_components,
+                self.n_dims, self.tuning.key())
 
     @property
     def cpu_key(self) -> tuple:
         """What the CPU kernels depend on: the sizes only where they are compiled in."""
         if self.compiled_sizes:
             return self.key
-        return ("mixture", self.family.name, self.tuning.key())
+        return ("mixture", self.family.name + ("+w" if self.weighted else ""), self.tuning.key())
 
     component_label = "component"  # the components table's numbering column
 
@@ -93,13 +116,24 @@ class MixtureModel(Model):
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per observation: float64 features, and a narrower copy."""
         item = 8 if np.dtype(dtype) == np.float64 else 8 + np.dtype(dtype).itemsize
-        return self.family.n_features(self.n_dims) * item
+        return (self.family.n_features(self.n_dims) + int(self.weighted)) * item
 
     # --- data -----------------------------------------------------------------
 
+    def split(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Packed values -> ``(values, weights)``: the weights, the last column, apart
+        (contiguous copies); ``(values, None)`` for an unweighted model."""
+        if not self.weighted:
+            return values, None
+        x = values[:, 0] if self.family.ndim == 1 else values[:, :-1]
+        return np.ascontiguousarray(x), np.ascontiguousarray(values[:, -1])
+
     def check(self, values: np.ndarray) -> str | None:
         """Why a dataset cannot be fitted, or None."""
-        return self.family.check(values, self.n_components)
+        x, w = self.split(values)
+        problems = [] if w is None else [weight_problems(w)]
+        problems.append(self.family.check(x, self.n_components))
+        return "; ".join(p for p in problems if p) or None
 
     def pack(self, pairs: list) -> Packed:
         """Validate the datasets (``(identifier, array)`` pairs) and pack the valid ones
@@ -112,6 +146,7 @@ class MixtureModel(Model):
         refuses (``Family.outside``)."""
         from ...data._checks import nonfinite_datasets
 
+        values, w = self.split(values)
         width = int(np.prod(values.shape[1:], dtype=np.int64))
         starts = np.zeros(len(n_obs) + 1, dtype=np.int64)
         np.cumsum(n_obs * width, out=starts[1:])
@@ -120,6 +155,9 @@ class MixtureModel(Model):
         if self.family.outside is not None:
             with np.errstate(invalid="ignore"):
                 look |= counts(self.family.outside(values), n_obs) > 0
+        if w is not None:
+            with np.errstate(invalid="ignore"):
+                look |= counts(~(w >= 0) | ~np.isfinite(w), n_obs) > 0
         return look
 
     def kernel_data(self, data) -> tuple[tuple, np.ndarray, np.ndarray]:
@@ -143,7 +181,8 @@ class MixtureModel(Model):
         const : ndarray of shape (n_datasets,)
             Per-dataset sum of the family's shared log-density term.
         """
-        values, offsets = data.values, data.value_offsets
+        offsets = data.value_offsets
+        values, w = self.split(data.values)
         big = self.tuning.parallel_transpose_min  # (values: on every core from this many)
         if len(values) >= big and values.ndim == 1:
             feat, obs = _by_parts(self.family, values)
@@ -151,6 +190,9 @@ class MixtureModel(Model):
             feat = _contiguous(self.family.features(values), big)
             obs = self.family.obs_const(values)
         feat = feat.reshape(-1)
+        if w is not None:  # the weights after the features; the shared term weighted
+            feat = np.concatenate([feat, w])
+            obs = obs * w
         const = segment_sums(obs, offsets)
         M, per = self.n_components, self.tuning.estep_block_obs
         blocks = (block_obs(np.float64, M, per["float64"]),
@@ -163,7 +205,8 @@ class MixtureModel(Model):
         core (the ICL's entropy term, :meth:`MixtureResult.entropy`)."""
         (feat, stride, *_), offsets, _ = self.kernel_data(data)
         out = np.empty(len(which))
-        _entropy_kernel(self.family)(feat, stride, offsets, np.asarray(which, np.int64),
+        _entropy_kernel(self.family, self.weighted)(feat, stride, offsets,
+                                                    np.asarray(which, np.int64),
                                      np.ascontiguousarray(params, np.float64),
                                      self.n_components, self.n_dims,
                                      self.family.n_coef(self.n_components, self.n_dims), out)
@@ -174,7 +217,8 @@ class MixtureModel(Model):
     def start_plan(self, data, keys: np.ndarray, seed: int, method: str,
                    user: np.ndarray | None) -> starts.StartPlan:
         """How the random starts of a batch are drawn (a ``fitting.starts.StartPlan``)."""
-        fam, M, values, offsets = self.family, self.n_components, data.values, data.value_offsets
+        fam, M, offsets = self.family, self.n_components, data.value_offsets
+        values = self.split(data.values)[0]  # (weights: the starts draw values alike)
         tun = self.tuning
 
         def draw(fit_ds, fit_start, out):
@@ -250,8 +294,10 @@ class MixtureModel(Model):
         # stats: the family's, then the E-step's log-likelihood (summed over
         # lanes with them); totals: sum g, a flag and a scale per dtype (see
         # pieces); work: the pass's coefficients and the pass
-        return Sizes(params=fam.n_params(M, D), stats=NS + 1, totals=NS // M + 4, coef=NC,
-                     work=NC + 1, scratch=NS + M)
+        # (weighted: the weights' sum after the totals, copied after the log-likelihood)
+        W = int(self.weighted)
+        return Sizes(params=fam.n_params(M, D), stats=NS + 1 + W, totals=NS // M + 4 + W,
+                     coef=NC, work=NC + 1, scratch=NS + M)
 
     def pieces(self, dtype, target) -> Pieces:
         """The E-step passes (:func:`make_pass`) and the family's M-step, as driver pieces.
@@ -269,7 +315,9 @@ class MixtureModel(Model):
         function holding a shared array once per caller, and NVVM refuses the
         duplicate symbols, ERROR_INVALID_IR, for block-wide fits.)
         On the ``"cpu-wide"`` target the passes run their blocks in parallel
-        (:func:`~.fused.make_blocked`).
+        (:func:`~.fused.make_blocked`).  A ``weighted`` model runs the weighted exact
+        pass (:func:`~.fused.make_weighted_pass`) at every E-step, and its M-step's
+        number of observations is the weights' sum.
 
         The number of components and of dimensions are run-time values on
         the CPU targets, read from the batch tuple (:meth:`kernel_data`), so
@@ -284,12 +332,19 @@ class MixtureModel(Model):
         on_gpu = target.name == "cuda"
         tile = 0 if on_gpu else self.tuning.cpu_tile_obs
         wide = target.name == "cpu-wide"
+        WEIGHTED = self.weighted
+        if WEIGHTED:
+            tile = 0  # (the weighted pass takes observations one at a time)
         by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
         tun = self.tuning
         const = on_gpu or self.compiled_sizes
         sizes = (self.n_components, self.n_dims) if const else None
         ps = make_pass(fam, dtype, jit, approx, tile, by_stat, sizes)
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
+        pass_exact = ps.exact
+        if WEIGHTED:
+            wp = make_weighted_pass(fam, dtype, jit, approx)
+            totals, pass_exact = wp.totals, wp.exact
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
         mstep_f = jit(fam.mstep)
@@ -319,8 +374,9 @@ class MixtureModel(Model):
         layout = jit(layout_py)
         if wide:
             wave = tun.cpu_wide_wave_blocks
-            fast_f = make_blocked(ps.estep, fam, dtype, first, by_stat, wave=wave, sizes=sizes)
-            exact_f = make_blocked(ps.exact, fam, dtype, first, by_stat, wave=wave, sizes=sizes)
+            exact_f = make_blocked(pass_exact, fam, dtype, first, by_stat, wave=wave, sizes=sizes)
+            fast_f = exact_f if WEIGHTED else make_blocked(ps.estep, fam, dtype, first, by_stat,
+                                                           wave=wave, sizes=sizes)
 
             def run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
                          xc):
@@ -330,7 +386,7 @@ class MixtureModel(Model):
                           xc):
                 return exact_f(M, D, work[:NC], feat, stride, lo, hi, block, stats, xc)
         else:
-            pass_fast, pass_exact = ps.estep, ps.exact
+            pass_fast = pass_exact if WEIGHTED else ps.estep
 
             def run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
                          xc):
@@ -370,7 +426,7 @@ class MixtureModel(Model):
             coef_f(params, M, D, coef)
             later = tot[S + FOFF] != 0.0  # not the fit's first E-step with these pieces
             tot[S + FOFF] = 1.0
-            if later and EPS * bound_f(M, D, coef, tot) <= TAU * tot[S + SOFF]:
+            if later and not WEIGHTED and EPS * bound_f(M, D, coef, tot) <= TAU * tot[S + SOFF]:
                 work[NC] = 0
                 base = shift(M, D, coef, tot, work)
             else:  # the exact pass: all of the log-likelihood from the E-step
@@ -403,9 +459,14 @@ class MixtureModel(Model):
             S, NS, NC, P = layout(M, D)
             complete(M, D, stats, tot)
             tot[S + SOFF] = abs(stats[NS] + tot[S + SOFF])  # for the next prepare
+            if WEIGHTED:
+                stats[NS + 1] = tot[S + 4]  # the weights' sum, for the M-step
 
         def mstep(data, stats, params, n, reg):
             M, D = dims(data)
+            if WEIGHTED:
+                S, NS, NC, P = layout(M, D)
+                return mstep_f(stats, params, M, D, stats[NS + 1], reg)
             return mstep_f(stats, params, M, D, n, reg)
 
         # The statistics the lanes of a fit sum from (the driver's allreduce): on the CPU
@@ -418,18 +479,22 @@ class MixtureModel(Model):
 _entropy_kernels: dict = {}
 
 
-def _entropy_kernel(family):
+def _entropy_kernel(family, weighted: bool = False):
     """The compiled pass of :meth:`MixtureModel.entropies` for a family (sizes at run time).
 
     From the family's exact log densities (``Family.exact_logdens``, without the
     observation's shared term, which cancels): with ``a_m = log w_m p_m(x) - max``,
     ``-sum z log z = log s - sum e^a_m a_m / s``, ``s = sum e^a_m``.  A value that every
-    component's density underflows adds nothing."""
-    if family.name in _entropy_kernels:
-        return _entropy_kernels[family.name]
+    component's density underflows adds nothing.  ``weighted``: each value's term times
+    its weight (stored after the features)."""
+    name = family.name + ("+w" if weighted else "")
+    if name in _entropy_kernels:
+        return _entropy_kernels[name]
     coef_f, dens_f = njit(family.exact_coef), njit(family.exact_logdens)
+    nfeat_f = njit(family.n_features)
+    WEIGHTED = weighted
 
-    @njit_cached(("mixture-entropy", family.name), parallel=True)
+    @njit_cached(("mixture-entropy", name), parallel=True)
     def run(feat, stride, offsets, which, params, M, D, n_coef, out):
         for j in prange(len(which)):
             c = np.empty(n_coef)
@@ -437,6 +502,7 @@ def _entropy_kernel(family):
             lw = np.empty(M)
             h = 0.0
             ust = np.uint64(stride)
+            wo = np.uint64(nfeat_f(D)) * ust
             for i in range(np.uint64(offsets[which[j]]), np.uint64(offsets[which[j] + 1])):
                 top = -np.inf
                 for m in range(M):
@@ -452,10 +518,11 @@ def _entropy_kernel(family):
                     s += e
                     if e > 0.0:
                         acc += e * a
-                h += math.log(s) - acc / s
+                hi = math.log(s) - acc / s
+                h += feat[wo + i] * hi if WEIGHTED else hi
             out[j] = h
 
-    _entropy_kernels[family.name] = run
+    _entropy_kernels[name] = run
     return run
 
 
