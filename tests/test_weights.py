@@ -161,3 +161,19 @@ def test_loglik_at_given_parameters_takes_weights(seed):
     for k in range(2):
         ref = ig_em(x[k], p["weight"], p["mu"], p["lambda"], max_iter=0, weights=w[k])
         assert _rel(out.loglik[k], ref["loglik"]) < 1e-12
+
+
+def test_the_cpu_large_regime_gives_the_bulk_bits(seed):
+    """A weighted fit over every core (blocks in parallel, added in order) is the bulk
+    engine's fit, bit for bit; so is one tile at a time."""
+    from conftest import SMALL_LARGE
+
+    from bulkem.tuning import Tuning
+
+    x = [_gauss(seed, n=300, D=2)]
+    w = [_weights(seed, 300)]
+    kw = dict(family="gaussian", n_components=3, n_starts=2, max_iter=15, seed=seed,
+              backend="cpu", weights=w)
+    small = Tuning(**SMALL_LARGE)
+    assert_same_tables(bulkem.fit(x, tuning=small.replace(strategy="bulk"), **kw),
+                       bulkem.fit(x, tuning=small.replace(strategy="large"), **kw))

@@ -306,7 +306,8 @@ class WeightedPass(NamedTuple):
     exact: object
 
 
-def make_weighted_pass(family, dtype, jit, approx=None) -> WeightedPass:
+def make_weighted_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = False,
+                       sizes: tuple | None = None) -> WeightedPass:
     """The E-step pieces of a fit with observation weights (``fit(weights=...)``).
 
     Observation ``i``'s weight ``w_i`` is stored after the family's features, at
@@ -314,6 +315,10 @@ def make_weighted_pass(family, dtype, jit, approx=None) -> WeightedPass:
     E-step is the exact pass (centred, scaled log densities), each observation's
     log mixture density and responsibilities multiplied by its weight: one log per
     observation, as a weighted sum of logs is not the log of a product of sums.
+
+    With ``tile`` (the CPU; ``by_stat`` and ``sizes`` as for :func:`make_pass`), ``exact``
+    takes the observations a tile at a time (:func:`_make_tiled`), with the same operations
+    in the same order.
 
     Returns
     -------
@@ -383,7 +388,12 @@ def make_weighted_pass(family, dtype, jit, approx=None) -> WeightedPass:
             i = end
         return ll
 
-    return WeightedPass(jit(totals), jit(exact))
+    if tile and family.accum_tile is not None:
+        pass_f = _make_tiled(family, dtype, jit, (exp_neg, recip), FIRST, tile, by_stat, sizes,
+                             weighted=True)[1]
+    else:
+        pass_f = jit(exact)
+    return WeightedPass(jit(totals), pass_f)
 
 
 def fixed_sizes(sizes: tuple | None, jit):
@@ -416,7 +426,7 @@ def _tile_of(logdens_f, jit):
 
 
 def _make_tiled(family, dtype, jit, math_f, first: int, tile: int, by_stat: bool,
-                sizes: tuple | None = None):
+                sizes: tuple | None = None, weighted: bool = False):
     """``estep`` and ``exact`` of :func:`make_pass`, ``tile`` observations at a time (CPU).
 
     Each tile's features are copied by feature (``X[f T + t]``).  Every
@@ -449,6 +459,10 @@ def _make_tiled(family, dtype, jit, math_f, first: int, tile: int, by_stat: bool
     The sizes are the passes' first two arguments, ``M`` and ``D`` (or the
     constants ``sizes``, see :func:`fixed_sizes`): the scratch's layout is
     computed per pass and handed to the helpers as a tuple.
+
+    With ``weighted`` (:func:`make_weighted_pass`; its exact pass only), the tile's weights
+    (stored after the features) go to the scratch too, and a block adds each observation's
+    ``w (log s + top)`` and responsibilities times ``w / s``, as the one-at-a-time pass.
     """
     fix = fixed_sizes(sizes, jit)
     T = tile
@@ -464,22 +478,26 @@ def _make_tiled(family, dtype, jit, math_f, first: int, tile: int, by_stat: bool
     exp_neg, recip = math_f
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
+    W = int(weighted)
 
     def layout(M, D):
         """``(M, D, S, NF, OV, OR, OTOP, OS, OQ, NBUF)``: the scratch holds X (NF T values,
-        from 0), V and R (M T each), TOP, S and Q (T each)."""
+        from 0), V and R (M T each), TOP, S and Q (T each), and with ``weighted`` the
+        weights (T, from ``OQ + T``)."""
         NF = nfeat_f(D)
         OV = NF * T
         OR = OV + M * T
         OTOP = OR + M * T
-        return (M, D, per_f(1, D), NF, OV, OR, OTOP, OTOP + T, OTOP + 2 * T, OTOP + 3 * T)
+        return (M, D, per_f(1, D), NF, OV, OR, OTOP, OTOP + T, OTOP + 2 * T,
+                OTOP + (3 + W) * T)
 
     def load(lay, feat, stride, j, step, n, buf):
         NF = lay[3]
-        for f in range(NF):
+        for f in range(NF + W):  # (the weights after the features)
             src = f * stride + j
+            o = f * T if f < NF else lay[8] + T
             for t in range(n):
-                buf[f * T + t] = feat[src + t * step]
+                buf[o + t] = feat[src + t * step]
 
     def take(lay, part, out, buf, n, acc, half, block):
         """The tile's observations, in order, into the running block ``acc``.
@@ -490,10 +508,11 @@ def _make_tiled(family, dtype, jit, math_f, first: int, tile: int, by_stat: bool
         block is logged into ``ll`` and flushed into ``out`` (by statistic too).
         """
         M, D, OV, OR, OTOP, OS, OQ = lay[0], lay[1], lay[4], lay[5], lay[6], lay[7], lay[8]
+        OW = OQ + T
         ll, prod, top_sum, count = acc
         V = buf[OV:OR]
         for t in range(n):  # the responsibilities, by observation
-            q = buf[OQ + t]
+            q = buf[OW + t] * buf[OQ + t] if W else buf[OQ + t]
             rt = buf[OR + t * M:OR + (t + 1) * M]
             for m in range(FIRST):  # (summed, not used: zeros, never subnormal numbers)
                 rt[m] = ZERO
@@ -502,9 +521,13 @@ def _make_tiled(family, dtype, jit, math_f, first: int, tile: int, by_stat: bool
         t0 = 0
         while t0 < n:
             t1 = min(n, t0 + (block - count))  # the rest of the tile or of the block
-            for t in range(t0, t1):
-                prod *= buf[OS + t]
-                top_sum += buf[OTOP + t]
+            if W:  # a weighted sum of logs (prod stays 1)
+                for t in range(t0, t1):
+                    top_sum += buf[OW + t] * (dtype(math.log(buf[OS + t])) + buf[OTOP + t])
+            else:
+                for t in range(t0, t1):
+                    prod *= buf[OS + t]
+                    top_sum += buf[OTOP + t]
             acc_f(part, buf[OR:OTOP], M, D, buf[0:OV], T, t0, t1)
             count += t1 - t0
             if count == block:

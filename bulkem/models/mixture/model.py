@@ -333,8 +333,6 @@ class MixtureModel(Model):
         tile = 0 if on_gpu else self.tuning.cpu_tile_obs
         wide = target.name == "cpu-wide"
         WEIGHTED = self.weighted
-        if WEIGHTED:
-            tile = 0  # (the weighted pass takes observations one at a time)
         by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
         tun = self.tuning
         const = on_gpu or self.compiled_sizes
@@ -343,7 +341,7 @@ class MixtureModel(Model):
         totals, shift, complete, first = ps.totals, ps.shift, ps.complete, ps.first
         pass_exact = ps.exact
         if WEIGHTED:
-            wp = make_weighted_pass(fam, dtype, jit, approx)
+            wp = make_weighted_pass(fam, dtype, jit, approx, tile, by_stat, sizes)
             totals, pass_exact = wp.totals, wp.exact
         coef_f = jit(fam.coef)
         ecoef_f = jit(fam.exact_coef)
