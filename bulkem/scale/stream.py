@@ -129,9 +129,18 @@ def _pieces(path: Path, read_rows: int) -> Iterator[tuple[pd.DataFrame, float]]:
                 yield df, min(f.tell() / size, 1.0)
 
 
-def _run_starts(ids: pd.Series) -> np.ndarray:
-    """Row numbers where a new run of equal dataset identifiers begins (none missing)."""
-    return np.flatnonzero(ids.ne(ids.shift()).to_numpy())  # vectorised for Arrow strings too
+def _run_starts(ids: pd.Series, before: Any = None) -> np.ndarray:
+    """Row numbers where a new run of equal dataset identifiers begins (none missing); with
+    ``before`` (the identifier of the row before these, if any), row 0 only if it differs."""
+    a = ids.to_numpy()
+    if a.dtype.kind in "iuf":  # (numbers: one NumPy pass)
+        new = np.empty(len(a), dtype=bool)
+        np.not_equal(a[1:], a[:-1], out=new[1:])
+    else:  # (vectorised for Arrow strings too)
+        new = ids.ne(ids.shift()).to_numpy(dtype=bool, copy=True)
+    if len(a):
+        new[0] = before is None or bool(a[0] != before)
+    return np.flatnonzero(new)
 
 
 class Chunk:
@@ -169,7 +178,9 @@ def read_chunks(path: Path, dataset_col: str, chunk_datasets: int,
         When the dataset column is missing, or a dataset's rows are not
         contiguous within a chunk.
     """
-    pend: pd.DataFrame | None = None
+    held: list[pd.DataFrame] = []  # the rows read and not yet in a chunk, piece by piece
+    starts: list[np.ndarray] = []  # their runs' first rows (from the first held row)
+    n_held, n_runs, last = 0, 0, None
     row0, number = 0, 0
     for piece, read in _pieces(path, read_rows or READ_ROWS):
         if dataset_col not in piece.columns:
@@ -177,17 +188,75 @@ def read_chunks(path: Path, dataset_col: str, chunk_datasets: int,
                 f"{path} has columns {list(piece.columns)}; expected a {dataset_col!r} column "
                 "naming the dataset of each row. Pass --dataset-col to name another.")
         piece = piece[piece[dataset_col].notna()]
-        pend = piece if pend is None else pd.concat([pend, piece], ignore_index=True)
-        starts = _run_starts(pend[dataset_col])
+        if not len(piece):
+            continue
+        ids = piece[dataset_col]
+        s = _run_starts(ids, last) + n_held  # (each piece's runs once: no rows read again)
+        last = ids.iloc[-1]
+        held.append(piece)
+        starts.append(s)
+        n_held += len(piece)
+        n_runs += len(s)
         # every run but the last is a whole dataset: the last may go on in the next piece
-        while len(starts) > chunk_datasets:
-            cut = starts[chunk_datasets]
-            yield _chunk(number, pend.iloc[:cut], starts[:chunk_datasets], row0, read, path,
-                         dataset_col)
-            number, row0 = number + 1, row0 + cut
-            pend, starts = pend.iloc[cut:], starts[chunk_datasets:] - cut
-    if pend is not None and len(pend):
-        yield _chunk(number, pend, _run_starts(pend[dataset_col]), row0, 1.0, path, dataset_col)
+        if n_runs > chunk_datasets:
+            pend = pd.concat(held, ignore_index=True) if len(held) > 1 else held[0]
+            at = np.concatenate(starts)
+            while len(at) > chunk_datasets:
+                cut = int(at[chunk_datasets])
+                yield _chunk(number, pend.iloc[:cut], at[:chunk_datasets], row0, read, path,
+                             dataset_col)
+                number, row0 = number + 1, row0 + cut
+                pend, at = pend.iloc[cut:], at[chunk_datasets:] - cut
+            held, starts, n_held, n_runs = [pend], [at], len(pend), len(at)
+    if n_held:
+        pend = pd.concat(held, ignore_index=True) if len(held) > 1 else held[0]
+        yield _chunk(number, pend, np.concatenate(starts), row0, 1.0, path, dataset_col)
+
+
+def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+    """``chunks``, the next one read by a thread of its own while the caller fits this one
+    (reading and cutting the input overlap the fits; host memory: one chunk more).  An
+    error of the reader is raised where its chunk would have come."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    END = object()
+
+    def read() -> None:
+        try:
+            for c in chunks:
+                while not stop.is_set():
+                    try:
+                        q.put((c, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((END, None))
+        except BaseException as err:  # (raised in the caller's thread)
+            q.put((END, err))
+
+    t = threading.Thread(target=read, name="bulkem-stream-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            c, err = q.get()
+            if err is not None:
+                raise err
+            if c is END:
+                return
+            yield c
+    finally:
+        stop.set()
+        while t.is_alive():  # (let a reader blocked on the full queue see the stop)
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.1)
 
 
 def _chunk(number: int, frame: pd.DataFrame, starts: np.ndarray, row0: int, read: float,
@@ -438,7 +507,7 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
     n_datasets = n_chunks = 0
     read = 0.0
     try:
-        for chunk in read_chunks(src, dataset_col, chunk_datasets, read_rows):
+        for chunk in ahead(read_chunks(src, dataset_col, chunk_datasets, read_rows)):
             again = seen.add(chunk.ids)
             if len(again):
                 _check_repeats(run, chunk, again, src, dataset_col)
@@ -457,11 +526,9 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                 t1 = time.perf_counter()
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
-                    data = combine.split_long(chunk.frame, dataset_col,
-                                              fit_kwargs.get("value_col", "value"),
-                                              fit_kwargs.get("family", "invgauss"))
-                    data = chunk.frame if data is None else data
-                    parts = combine.split(api.fit(data, progress=False, **fit_kwargs))
+                    # (the frame as it is: bulkem.fit reads a long frame by column, its
+                    # datasets' rows already together)
+                    parts = combine.split(api.fit(chunk.frame, progress=False, **fit_kwargs))
                 caught += got
                 run.write(chunk.number, parts, {
                     "chunk": chunk.number, "first_row": chunk.first_row,
