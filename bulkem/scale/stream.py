@@ -25,6 +25,7 @@ writes, in the same order.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -157,12 +158,16 @@ class Chunk:
         Row number of its first row in the input (rows without a dataset not counted).
     read : float
         Share of the input read when it was cut.
+    digest : str
+        Its hash (``checkpoint.hash_input`` of ``frame``), taken where it is cut (the
+        reader's thread, while the chunk before fits).
     """
 
     def __init__(self, number: int, frame: pd.DataFrame, ids: np.ndarray, first_row: int,
                  read: float):
         self.number, self.frame, self.ids, self.first_row, self.read = (
             number, frame, ids, first_row, read)
+        self.digest = checkpoint.hash_input(frame)
 
 
 def read_chunks(path: Path, dataset_col: str, chunk_datasets: int,
@@ -257,6 +262,54 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
             except queue.Empty:
                 pass
             t.join(timeout=0.1)
+
+
+class _InOrder:
+    """Calls run one after another, in the order given, by a thread of its own (Parquet
+    writes release the GIL: they overlap the next chunk's fit).  At most one call waits; an
+    error is raised by the next :meth:`put` or by :meth:`close`."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self.q: queue.Queue = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="bulkem-stream-writer",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            call = self.q.get()
+            if call is None:
+                self.q.task_done()
+                return
+            if self.error is None:
+                try:
+                    call()
+                except BaseException as err:  # (raised in the caller's thread)
+                    self.error = err
+            self.q.task_done()
+
+    def wait(self) -> None:
+        """Wait until every call given has run (the checkpoint read back is whole)."""
+        self.q.join()
+        if self.error is not None:
+            raise self.error
+
+    def put(self, call) -> None:
+        if self.error is not None:
+            raise self.error
+        self.q.put(call)
+
+    def close(self, raise_error: bool = True) -> None:
+        """Wait for the calls given; raise the first error (unless ``raise_error=False``)."""
+        if self.thread.is_alive():
+            self.q.put(None)
+            self.thread.join()
+        if raise_error and self.error is not None:
+            raise self.error
 
 
 def _chunk(number: int, frame: pd.DataFrame, starts: np.ndarray, row0: int, read: float,
@@ -506,12 +559,14 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
     caught: list = []
     n_datasets = n_chunks = 0
     read = 0.0
+    later = _InOrder()  # the checkpoint's and the outputs' writes, while the next chunk fits
     try:
         for chunk in ahead(read_chunks(src, dataset_col, chunk_datasets, read_rows)):
             again = seen.add(chunk.ids)
             if len(again):
+                later.wait()  # (the earlier chunks' checkpoint written)
                 _check_repeats(run, chunk, again, src, dataset_col)
-            digest = checkpoint.hash_input(chunk.frame)
+            digest = chunk.digest
             if chunk.number in done:
                 meta = run.meta(chunk.number)
                 if meta["hash"] != digest:
@@ -530,11 +585,11 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                     # datasets' rows already together)
                     parts = combine.split(api.fit(chunk.frame, progress=False, **fit_kwargs))
                 caught += got
-                run.write(chunk.number, parts, {
+                later.put(functools.partial(run.write, chunk.number, parts, {
                     "chunk": chunk.number, "first_row": chunk.first_row,
                     "first": chunk.ids[0], "last": chunk.ids[-1], "n_datasets": len(chunk.ids),
-                    "hash": digest, "seconds": time.perf_counter() - t1})
-            writer.append(parts.tables)
+                    "hash": digest, "seconds": time.perf_counter() - t1}))
+            later.put(functools.partial(writer.append, parts.tables))
             for k, v in parts.tables["summary"]["status"].value_counts(sort=False).items():
                 status[k] = status.get(k, 0) + int(v)
             backends[str(parts.scalars.get("backend"))] = None
@@ -551,7 +606,9 @@ def fit_file(input_path: str | os.PathLike, out: str | os.PathLike, fit_kwargs: 
                 f"checkpoint {run.path} has chunk {extra[0]} but {src} ends after chunk "
                 f"{n_chunks - 1}: the input changed since. Delete the checkpoint to start "
                 "afresh.")
+        later.close()
     except BaseException:
+        later.close(raise_error=False)
         writer.abort()
         raise
     outputs = writer.close()
