@@ -177,3 +177,38 @@ def test_the_cpu_large_regime_gives_the_bulk_bits(seed):
     small = Tuning(**SMALL_LARGE)
     assert_same_tables(bulkem.fit(x, tuning=small.replace(strategy="bulk"), **kw),
                        bulkem.fit(x, tuning=small.replace(strategy="large"), **kw))
+
+
+def test_standard_errors_and_icl_of_integer_weights_are_the_repeated_values(seed):
+    """Frequency weights: the standard errors (the weighted likelihood's information) and a
+    grid's ICL (the entropy weighted) are those of the values repeated."""
+    rng = np.random.default_rng(seed)
+    x = _ig(seed)
+    w = rng.integers(1, 4, len(x)).astype(float)
+    init = {"weight": [0.5, 0.5], "mu": [1.0, 4.0], "lambda": [5.0, 20.0]}
+    kw = dict(n_components=2, n_starts=1, max_iter=200, tol=1e-10, init=init, backend="cpu",
+              seed=seed)
+    a = bulkem.fit([x], weights=[w], se=True, **kw)
+    b = bulkem.fit([np.repeat(x, w.astype(int))], se=True, **kw)
+    cols = ["se_weight", "se_mu", "se_lambda"]
+    np.testing.assert_allclose(a.components[cols], b.components[cols], rtol=1e-6)
+    grid = dict(n_components=[1, 2], n_starts=2, seed=seed, backend="cpu", criterion="icl",
+                tol=1e-10, max_iter=500)
+    ga = bulkem.fit([x], weights=[w], **grid)
+    gb = bulkem.fit([np.repeat(x, w.astype(int))], **grid)
+    np.testing.assert_allclose(ga.selection.icl, gb.selection.icl, rtol=1e-8)
+
+
+def test_weighted_float32_fits_are_the_float64_ones(backend, tuning, seed):
+    """float32 sums component 0's statistics from the weighted totals (``fused``): its fits
+    reach the float64 ones, and the returned log-likelihood is float64's at its parameters."""
+    x = [_ig(seed, n=80)]
+    w = [_weights(seed, 80)]
+    kw = dict(n_components=2, n_starts=2, max_iter=200, tol=1e-8, seed=seed, backend=backend,
+              tuning=tuning, weights=w)
+    a = bulkem.fit(x, dtype="float32", **kw)
+    b = bulkem.fit(x, **kw)
+    np.testing.assert_allclose(a.summary.loglik, b.summary.loglik, rtol=1e-6)
+    p = {k: a.params(0)[k] for k in ("weight", "mu", "lambda")}
+    ref = ig_em(x[0], p["weight"], p["mu"], p["lambda"], max_iter=0, weights=w[0])
+    assert _rel(a.summary.loglik[0], ref["loglik"]) < 1e-12
