@@ -51,6 +51,25 @@ def test_fit_writes_the_tables(tmp_path, capsys):
     assert "2 datasets fitted on cpu" in capsys.readouterr().out
 
 
+def test_fit_with_a_weight_column(tmp_path, capsys):
+    """``--weight-col`` is ``bulkem.fit(weights=...)``; refused with streaming."""
+    a, b = demo(2, 80, 1)
+    w = np.r_[np.ones(80), np.full(80, 2.0)]
+    frame = pd.DataFrame({"dataset": ["a"] * 80 + ["b"] * 80, "value": np.r_[a, b], "w": w})
+    src = tmp_path / "long.csv"
+    frame.to_csv(src, index=False)
+    out = tmp_path / "fits.csv"
+    assert main(["fit", str(src), "--starts", "2", "--out", str(out), "--backend", "cpu",
+                 "--quiet", "--weight-col", "w"]) == 0
+    summary = pd.read_csv(out)
+    assert summary.sum_weights.tolist() == [80.0, 160.0]
+    ref = bulkem.fit(frame, n_starts=2, seed=1, backend="cpu", weights="w")
+    np.testing.assert_allclose(summary.loglik, ref.summary.loglik, rtol=1e-12)
+    assert main(["fit", str(src), "--weight-col", "w", "--chunk-datasets", "1", "--out",
+                 str(tmp_path / "s.csv"), "--backend", "cpu"]) == 2
+    assert "--weight-col is fitted in memory" in capsys.readouterr().err
+
+
 def test_fit_parquet_and_errors(tmp_path, capsys):
     src = tmp_path / "long.parquet"
     pd.DataFrame({"dataset": [1] * 50, "value": demo(1, 50, 2)[0]}).to_parquet(src)

@@ -169,6 +169,7 @@ _DEFAULTS = {"covariance_type": "diag", "emission": "gaussian", "sequence_col": 
              "run_col": "run", "series_col": "series"}
 # Python's names in bulkem.fit's messages -> the command line's.
 CLI_TERMS = (("dataset_col=", "--dataset-col"), ("value_col=", "--value-col"),
+             ("weights=", "--weight-col "),
              ("sequence_col=", "--sequence-col"), ("series_col=", "--series-col"),
              ("run_col=", "--run-col"), ("n_symbols=", "--symbols"),
              ("order=p", "--order P"), ("(pandas.to_numeric)", ""),
@@ -214,6 +215,11 @@ def family_options(args: argparse.Namespace) -> dict:
 
 def _fit(args: argparse.Namespace) -> int:
     options = family_options(args)
+    if args.weight_col is not None:
+        if stream.wanted(args):
+            raise UsageError("--weight-col is fitted in memory: leave out --chunk-datasets, "
+                             "--checkpoint and --resume (streamed chunks carry no weights yet).")
+        options["weights"] = args.weight_col
     if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/scale/stream.py
         return stream.main(args, options)
     out = Path(args.out)
@@ -309,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--value-col", default="value", metavar="NAME",
                    help="column of the values (gaussian: all other columns when there is "
                    "no such column)")
+    f.add_argument("--weight-col", default=None, metavar="NAME",
+                   help="mixtures: column of each value's weight (>= 0; a value counts that "
+                   "many times; 0 leaves it out)")
     f.add_argument("--covariance-type", choices=["diag", "full", "tied", "spherical"],
                    default="diag", help="gaussian: the components' covariance matrices")
     f.add_argument("--emission", choices=["categorical", "gaussian", "poisson"],
