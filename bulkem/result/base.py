@@ -73,12 +73,11 @@ def _weight_sums(model, packed) -> np.ndarray | None:
     for an invalid dataset), or None for an unweighted model."""
     if not getattr(model, "weighted", False):
         return None
-    w = packed.data.values[:, -1]
-    running = np.zeros(len(w) + 1)
-    np.cumsum(w, out=running[1:])
-    off = packed.data.value_offsets
+    from ..models.mixture.model import segment_sums
+
     out = np.full(len(packed.ids), np.nan)
-    out[packed.valid] = running[off[1:]] - running[off[:-1]]
+    out[packed.valid] = segment_sums(np.ascontiguousarray(packed.data.values[:, -1]),
+                                     packed.data.value_offsets)
     return out
 
 

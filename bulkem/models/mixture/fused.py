@@ -89,6 +89,30 @@ def _log_prod(p):
     return -math.inf if p == 0.0 else math.log(p)
 
 
+def _make_shares(family, dtype, jit, exp_neg):
+    """``shares(M, D, ecoef, feat, ust, j, t, xc) -> (top, s)``: observation ``j``'s exact
+    log densities (``Family.exact_logdens``), ``top`` the largest; ``t[m] = exp(v_m - top)``
+    and ``s`` their sum (the exact passes' per-observation work, weighted or not)."""
+    exact_f = jit(family.exact_logdens)
+    ZERO = dtype(0.0)
+
+    def shares(M, D, ecoef, feat, ust, j, t, xc):
+        top = exact_f(ecoef, 0, D, feat, ust, j)
+        t[0] = top
+        for m in range(1, M):
+            v = exact_f(ecoef, m, D, feat, ust, j)
+            t[m] = v
+            top = max(top, v)
+        s = ZERO
+        for m in range(M):
+            e = exp_neg(top - t[m], xc)
+            t[m] = e
+            s += e
+        return top, s
+
+    return jit(shares)
+
+
 def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = False,
               sizes: tuple | None = None) -> Pass:
     """Build the E-step pieces of the driver.
@@ -155,9 +179,9 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
                          "in the sufficient statistics (Family.linear_logdens)")
     per_f = jit(family.n_stats)  # per_f(1, D): statistics (and coefficients) per component
     logdens_f = jit(family.logdens)
-    exact_f = jit(family.exact_logdens)
     accum_f = jit(family.accum)
     exp_neg, recip = make_math(dtype, jit, approx)
+    shares = _make_shares(family, dtype, jit, exp_neg)
     log_prod = jit(_log_prod)
     ONE = dtype(1.0)
     ZERO = dtype(0.0)
@@ -258,17 +282,7 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
             top_sum = ZERO  # sum of the largest log density of each observation
             j = i
             while j < end:
-                top = exact_f(ecoef, 0, D, feat, ust, j)
-                t[0] = top
-                for m in range(1, M):
-                    v = exact_f(ecoef, m, D, feat, ust, j)
-                    t[m] = v
-                    top = max(top, v)
-                s = ZERO
-                for m in range(M):
-                    e = exp_neg(top - t[m], xc)
-                    t[m] = e
-                    s += e
+                top, s = shares(M, D, ecoef, feat, ust, j, t, xc)
                 prod *= s
                 top_sum += top
                 q = recip(s)
@@ -332,9 +346,9 @@ def make_weighted_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: 
     """
     per_f = jit(family.n_stats)
     nfeat_f = jit(family.n_features)
-    exact_f = jit(family.exact_logdens)
     accum_f = jit(family.accum)
     exp_neg, recip = make_math(dtype, jit, approx)
+    shares = _make_shares(family, dtype, jit, exp_neg)
     ZERO = dtype(0.0)
     FIRST = 0 if dtype == np.float64 else 1  # (as make_pass: component 0 from the totals)
 
@@ -366,17 +380,7 @@ def make_weighted_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: 
             j = i
             while j < end:
                 w = dtype(feat[wo + j])
-                top = exact_f(ecoef, 0, D, feat, ust, j)
-                t[0] = top
-                for m in range(1, M):
-                    v = exact_f(ecoef, m, D, feat, ust, j)
-                    t[m] = v
-                    top = max(top, v)
-                s = ZERO
-                for m in range(M):
-                    e = exp_neg(top - t[m], xc)
-                    t[m] = e
-                    s += e
+                top, s = shares(M, D, ecoef, feat, ust, j, t, xc)
                 lsum += w * (dtype(math.log(s)) + top)
                 wq = w * recip(s)
                 for m in range(FIRST, M):
