@@ -1,16 +1,17 @@
-"""The count and positive-value mixture families (Poisson, log-normal, gamma): whole-call
-fits per second on each backend, the same batch, in one run.
+"""The count and positive-value mixture families (Poisson, negative binomial, log-normal,
+gamma): whole-call fits per second on each backend, the same batch, in one run.
 
     python benchmarks/bench_families.py [--backends cpu,cuda] [--datasets 1000] [--obs 2000]
                                         [--starts 20] [--iters 100]
+                                        [--families poisson,negbinom,lognormal,gamma]
 
 Plain EM for a fixed number of iterations (``tol=0``, ``accel=False``): the same work on
 every backend. Whole calls (packing, starts, tables), best of two after a warm-up.
 
 The baseline (``--baseline-datasets``, 0: none) is a loop a SciPy user would write: the
 tests' oracles (``tests/reference.py``: NumPy EM with ``scipy.stats`` log-densities, the
-gamma shape by ``scipy.optimize.brentq``), one (dataset, start) per job from a quantile
-start, the same iterations, in a pool of one worker per core with one BLAS thread each
+gamma shape and the negative binomial's ``u`` by ``scipy.optimize.brentq``), one
+(dataset, start) per job from a quantile start, the same iterations, in a pool of one worker per core with one BLAS thread each
 and one at a time on one core (``baselines.rates``); its rate is in fits (dataset, start) per
 second.
 """
@@ -39,6 +40,9 @@ def scipy_fit(job) -> float:
     w = np.array([0.5, 0.5])
     if family == "poisson":
         return reference.poisson_em(x, w, q + 0.5, max_iter=iters, tol=0.0)["loglik"]
+    if family == "negbinom":
+        return reference.negbinom_em(x, w, np.full(2, 2.0), q + 0.5, max_iter=iters,
+                                     tol=0.0)["loglik"]
     if family == "lognormal":
         return reference.lognormal_em(x, w, np.log(q), np.full(2, np.var(np.log(x))),
                                       max_iter=iters, tol=0.0)["loglik"]
@@ -50,6 +54,10 @@ def batch(family: str, D: int, n: int, rng) -> list[np.ndarray]:
     half = n // 2
     if family == "poisson":
         return [np.r_[rng.poisson(3.0, half), rng.poisson(12.0, n - half)].astype(float)
+                for _ in range(D)]
+    if family == "negbinom":
+        return [np.r_[rng.negative_binomial(2, 2 / 5, half),
+                      rng.negative_binomial(6, 6 / 46, n - half)].astype(float)
                 for _ in range(D)]
     if family == "lognormal":
         return [np.exp(np.r_[rng.normal(0, 0.5, half), rng.normal(2, 0.4, n - half)])
@@ -65,6 +73,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--baseline-datasets", type=int, default=0)
+    ap.add_argument("--families", default="poisson,negbinom,lognormal,gamma")
     a = ap.parse_args()
     import bulkem
 
@@ -74,7 +83,7 @@ def main() -> None:
           "iterations")
     print("| family | backend | whole call s | fits/s |")
     print("|---|---|---|---|")
-    for fam in ("poisson", "lognormal", "gamma"):
+    for fam in a.families.split(","):
         x = batch(fam, a.datasets, a.obs, rng)
         for be in a.backends.split(","):
             kw = dict(family=fam, n_components=2, tol=0.0, accel=False, seed=1, backend=be,

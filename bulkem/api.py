@@ -254,18 +254,14 @@ def _value_cols(fam, datasets: Any, dataset_col: str, value_col: Any, weights: A
 
 def _weighted(fam, fitted: list, pairs: Any, weights: Any, datasets: Any,
               dataset_col: str) -> tuple[list, Any]:
-    """The models weighted and the datasets with their weights attached
-    (:func:`bulkem.data.weights.attach_weights`); a ValueError for a family without
-    weights."""
-    from .data.weights import attach_weights
-    from .models.mixture import MixtureModel
-
-    if not all(isinstance(m, MixtureModel) for m in fitted):
+    """The models weighted and the datasets with their weights attached (each model's
+    ``with_weights``); a ValueError for a family without weights."""
+    if not all(m.weight_unit for m in fitted):
         raise ValueError(f"weights= is available for the mixture families (invgauss, "
-                         f"gaussian, poisson, lognormal, gamma); the {fam.name!r} family "
+                         f"gaussian, poisson, negbinom, lognormal, gamma); the {fam.name!r} family "
                          "does not take weights yet: leave weights out.")
-    fitted = [dataclasses.replace(m, weighted=True) for m in fitted]
-    return fitted, attach_weights(pairs, weights, datasets, dataset_col)
+    return ([m.with_weights() for m in fitted],
+            fitted[0].attach_weights(pairs, weights, datasets, dataset_col))
 
 
 def _is_list(value: Any) -> bool:
@@ -363,11 +359,13 @@ def fit(
         ``value_col`` lists them).  Every dataset of a batch has the same
         ``n_dims``.  Dataset identifiers in the tables are the list
         positions, dict keys or DataFrame labels.
-    family : {"invgauss", "gaussian", "poisson", "lognormal", "gamma", "hmm", "tmap", "ar", \
-"local_level"}
+    family : {"invgauss", "gaussian", "poisson", "negbinom", "lognormal", "gamma", "hmm", \
+"tmap", "ar", "local_level"}
         Component distribution: inverse-Gaussian (positive scalars),
         Gaussian with a diagonal covariance matrix (vectors), Poisson
-        (counts: 0, 1, 2, ...; parameters weight, rate) or log-normal
+        (counts: 0, 1, 2, ...; parameters weight, rate), negative binomial (overdispersed
+        counts; weight, size, mu: R's ``dnbinom(x, size, mu = mu)``, variance
+        ``mu + mu^2 / size``) or log-normal
         (positive scalars; weight, meanlog, varlog: the mean and variance of
         log x, ``reg_covar`` the floor of varlog) or gamma (positive scalars;
         weight, shape, rate); "hmm": hidden
@@ -778,8 +776,8 @@ def loglik(
     datasets
         As for :func:`fit` (the family's input forms); checked as :func:`fit` checks them.
     family : str
-        A family of :func:`fit` (``invgauss``, ``gaussian``, ``poisson``, ``lognormal``,
-        ``gamma``, ``hmm``, ``tmap``, ``ar``, ``local_level``), with its options
+        A family of :func:`fit` (``invgauss``, ``gaussian``, ``poisson``, ``negbinom``,
+        ``lognormal``, ``gamma``, ``hmm``, ``tmap``, ``ar``, ``local_level``), with its options
         (``emission=``, ``orders=``, ``order=``, ``prior=``...), or ``state_space``: a
         linear-Gaussian state-space model of given matrices (``params`` a
         :class:`~bulkem.StateSpace` or its blocks ``F, H, Q, R, m0, P0``; a dataset is one

@@ -274,3 +274,69 @@ def gamma_em(x, w, shape, rate, max_iter=100, tol=1e-6):
         rate = shape / mean
         w = s0 / len(x)
         it += 1
+
+
+def negbinom_mix_loglik(x, w, size, mu):
+    """Total log-likelihood of a negative binomial mixture (scipy.stats.nbinom, ``n = size``,
+    ``p = size / (size + mu)``)."""
+    size, mu = np.asarray(size, dtype=float), np.asarray(mu, dtype=float)
+    comp = np.log(w)[None, :] + stats.nbinom.logpmf(np.asarray(x)[:, None], size[None, :],
+                                                    (size / (size + mu))[None, :])
+    return float(np.sum(logsumexp(comp, axis=1)))
+
+
+def negbinom_em(x, w, size, mu, max_iter=100, tol=1e-6, weights=None):
+    """EM for a negative binomial mixture from the given start, after Adamidis (1999): the
+    latent Poisson count ``Y`` of logarithmic summands has ``E[Y | x] = size (digamma(size +
+    x) - digamma(size))``; the M-step takes ``mu`` the weighted mean and ``u = log(1 + mu /
+    size)`` from ``(exp(u) - 1) / u = sum t x / sum t E[Y | x]`` by scipy's brentq, ``size =
+    (sum t E[Y | x] / sum t) / u``; as :func:`ig_em`.  ``weights``: one per value, each
+    value counted that many times."""
+    from scipy.special import digamma
+
+    x = np.asarray(x, dtype=float)
+    v = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
+    w, size, mu = (np.array(a, dtype=float) for a in (w, size, mu))
+    trace = []
+    it = 0
+    while True:
+        comp = np.log(w)[None, :] + stats.nbinom.logpmf(x[:, None], size, size / (size + mu))
+        lse = logsumexp(comp, axis=1)
+        trace.append(float((v * lse).sum()))
+        status = _stop(trace, it, max_iter, tol)
+        if status:
+            return dict(weight=w, size=size, mu=mu, loglik=trace[-1], n_iter=it,
+                        status=status, trace=trace)
+        r = v[:, None] * np.exp(comp - lse[:, None])
+        s0 = r.sum(axis=0)
+        s1 = (r * x[:, None]).sum(axis=0)
+        ey = size[None, :] * (digamma(size[None, :] + x[:, None]) - digamma(size[None, :]))
+        s2 = (r * ey).sum(axis=0)
+        u = np.array([optimize.brentq(lambda t, k=k: np.expm1(t) / t - k, 1e-300,
+                                      2 * np.log(k) + 2, xtol=1e-300, rtol=1e-15)
+                      for k in s1 / s2])
+        mu = s1 / s0
+        size = s2 / s0 / u
+        w = s0 / v.sum()
+        it += 1
+
+
+def negbinom_global_max(x, n_components, starts):
+    """The largest log-likelihood scipy's L-BFGS-B finds from the given starts ``(w, size,
+    mu)`` over (logit weights, log size, log mu): a maximum found with no EM at all."""
+    x = np.asarray(x, dtype=float)
+    M = n_components
+
+    def neg(theta):
+        a = np.r_[0.0, theta[:M - 1]]
+        w = np.exp(a - logsumexp(a))
+        return -negbinom_mix_loglik(x, w, np.exp(theta[M - 1:2 * M - 1]), np.exp(theta[2 * M - 1:]))
+
+    best = None
+    for w, size, mu in starts:
+        t0 = np.r_[np.log(w[1:] / w[0]), np.log(size), np.log(mu)]
+        r = optimize.minimize(neg, t0, method="L-BFGS-B", options=dict(maxiter=5000, ftol=1e-15,
+                                                                         gtol=1e-10))
+        if best is None or r.fun < best.fun:
+            best = r
+    return -best.fun, best.x

@@ -518,6 +518,24 @@ class Likelihood(ABC):
         """One fit's parameters as named arrays (``FitResult.params``): its blocks."""
         return self.params_layout.one(params)
 
+    # What fit(weights=...) weights in this model ("value", "sequence", "run", "series"),
+    # None: the model takes no weights.
+    weight_unit: ClassVar[str | None] = None
+
+    def with_weights(self) -> Likelihood:
+        """This model, weighted (``fit(weights=...)``); only where :attr:`weight_unit`."""
+        raise NotImplementedError(f"{type(self).__name__} takes no weights")
+
+    def attach_weights(self, pairs, weights, datasets, dataset_col: str):
+        """The datasets with their weights attached, in the form the weighted model's
+        ``pack`` reads; a ValueError where the weights do not line up with the datasets.
+        Only where :attr:`weight_unit`."""
+        raise NotImplementedError(f"{type(self).__name__} takes no weights")
+
+    # A weighted model (``with_weights()``) has ``weighted = True`` and
+    # ``weight_sums(packed) -> ndarray``: each valid dataset's weighted number of
+    # observations (BIC's n; ``summary.sum_weights``).
+
 
 class Model(Likelihood):
     """The contract a model fitted by EM meets: what the API, the engines and the tables read.

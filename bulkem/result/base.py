@@ -69,15 +69,12 @@ def best_starts(loglik: np.ndarray) -> np.ndarray:
 
 
 def _weight_sums(model, packed) -> np.ndarray | None:
-    """Each input dataset's sum of weights (a weighted mixture: the values' last column; NaN
-    for an invalid dataset), or None for an unweighted model."""
+    """Each input dataset's sum of weights (its model's ``weight_sums``; NaN for an invalid
+    dataset), or None for an unweighted model."""
     if not getattr(model, "weighted", False):
         return None
-    from ..models.mixture.model import segment_sums
-
     out = np.full(len(packed.ids), np.nan)
-    out[packed.valid] = segment_sums(np.ascontiguousarray(packed.data.values[:, -1]),
-                                     packed.data.value_offsets)
+    out[packed.valid] = model.weight_sums(packed)
     return out
 
 

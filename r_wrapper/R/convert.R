@@ -312,6 +312,8 @@ py_init <- function(init, family = "invgauss", covariance_type = NULL) {
         gaussian = init_gaussian_text(covariance_type),
         poisson = paste0("weight and rate, each a vector (one start) or a matrix with one ",
                          "row per start."),
+        negbinom = paste0("weight, size and mu, each a vector (one start) or a matrix with ",
+                          "one row per start."),
         lognormal = paste0("weight, meanlog and varlog, each a vector (one start) or a matrix ",
                            "with one row per start."),
         gamma = paste0("weight, shape and rate, each a vector (one start) or a matrix with ",

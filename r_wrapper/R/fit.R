@@ -252,7 +252,7 @@ check_mixture_family <- function(family) {
       "orders = c(1, 2, 3)).")
   }
   stop("fit_mixture() fits mixtures: family must be \"invgauss\", \"gaussian\", ",
-    "\"poisson\", \"lognormal\" or \"gamma\", got \"",
+    "\"poisson\", \"negbinom\", \"lognormal\" or \"gamma\", got \"",
     family, "\". ", where,
     call. = FALSE
   )
@@ -464,7 +464,7 @@ plot.bulkem_fit <- function(x, dataset = NULL, breaks = "FD", tail = 0.01,
     lo <- lims[1] / 2
   }
   hi <- lims[2] + pad
-  counts <- identical(attr(x, "family"), "poisson")
+  counts <- isTRUE(attr(x, "family") %in% c("poisson", "negbinom"))
   if (counts) {
     # counts: the probabilities of the whole numbers in view (at most 1000 of them),
     # over bars of whole-number widths centred on the counts

@@ -151,6 +151,8 @@ loglik_blocks <- function(family, covariance_type = NULL) {
              "components x dimensions matrices")
     ),
     poisson = "weight and rate, vectors of one value per component",
+    negbinom = paste0("weight, size and mu (dnbinom()'s), vectors of one value per ",
+                      "component"),
     lognormal = paste0("weight, meanlog and varlog (the mean and variance of log x), vectors ",
                        "of one value per component"),
     gamma = "weight, shape and rate, vectors of one value per component",

@@ -4,7 +4,7 @@
 # back in a new session keeps working.
 
 # The families whose densities the R side computes from the components table.
-mixture_families <- c("invgauss", "gaussian", "poisson", "lognormal", "gamma")
+mixture_families <- c("invgauss", "gaussian", "poisson", "negbinom", "lognormal", "gamma")
 
 # Free parameters of one dataset's model, from the summary (aic = -2 loglik + 2 df).
 # each = TRUE: one per dataset (NA where none was fitted), as for a grid fit,
@@ -295,7 +295,8 @@ dataset_label <- function(id) {
 dataset_components <- function(fit, dataset) {
   family <- fit_family(fit)$family
   if (!is.character(family) || length(family) != 1L || !family %in% mixture_families) {
-    stop("This works on inverse-Gaussian, Gaussian, Poisson, log-normal and gamma mixtures; ",
+    stop("This works on inverse-Gaussian, Gaussian, Poisson, negative binomial, log-normal ",
+      "and gamma mixtures; ",
       "this fit is of family \"",
       family, "\".",
       call. = FALSE
@@ -376,6 +377,15 @@ log_terms <- function(fit, dataset, x) {
       q <- ifelse(pos, safe * (u - log1p(u)), rate)
       q[is.na(v)] <- NA
       logq[, j] <- log(pmax(q, 0))
+    }
+  } else if (identical(family, "negbinom")) {
+    v <- x[, 1L]
+    v[!(is.finite(v) & v >= 0 & v == floor(v))] <- NA # no probability off the counts
+    for (j in seq_len(m)) {
+      # the whole log probability in base (dnbinom()'s), no quadratic term
+      base[, j] <- log(rows$weight[j]) + stats::dnbinom(v, size = rows$size[j],
+                                                        mu = rows$mu[j], log = TRUE)
+      logq[, j] <- ifelse(is.na(v), NA, -Inf)
     }
   } else if (identical(family, "lognormal")) {
     v <- x[, 1L]

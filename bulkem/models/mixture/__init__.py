@@ -3,7 +3,7 @@
 * :mod:`.family`: what a component family supplies (:class:`Family`);
 * :mod:`.invgauss`, :mod:`.gaussian` (and :mod:`.gaussian_full`,
   :mod:`.gaussian_tied`, :mod:`.gaussian_spherical`), :mod:`.poisson`,
-  :mod:`.lognormal`, :mod:`.gamma`: the families;
+  :mod:`.negbinom`, :mod:`.lognormal`, :mod:`.gamma`: the families;
 * :mod:`.fused`: the E-step over a fit's observations;
 * :mod:`.model`: a mixture as a model of the EM driver.
 
@@ -21,6 +21,7 @@ from .gaussian_tied import FAMILY as GAUSSIAN_TIED
 from .invgauss import FAMILY as INVGAUSS
 from .lognormal import FAMILY as LOGNORMAL
 from .model import MixtureModel
+from .negbinom import FAMILY as NEGBINOM
 from .poisson import FAMILY as POISSON
 
 # fit(family="gaussian", covariance_type=...): "diag" (the default), "full", "tied" or
@@ -29,9 +30,9 @@ GAUSSIAN.variants.update({"diag": GAUSSIAN, "full": GAUSSIAN_FULL, "tied": GAUSS
                           "spherical": GAUSSIAN_SPHERICAL})
 
 MIXTURE_FAMILIES: dict[str, Family] = {INVGAUSS.name: INVGAUSS, GAUSSIAN.name: GAUSSIAN,
-                                       POISSON.name: POISSON, LOGNORMAL.name: LOGNORMAL,
-                                       GAMMA.name: GAMMA}
+                                       POISSON.name: POISSON, NEGBINOM.name: NEGBINOM,
+                                       LOGNORMAL.name: LOGNORMAL, GAMMA.name: GAMMA}
 
 __all__ = ["Family", "MixtureModel", "MIXTURE_FAMILIES", "GAMMA", "GAUSSIAN", "GAUSSIAN_FULL",
            "GAUSSIAN_SPHERICAL", "GAUSSIAN_TIED", "INVGAUSS",
-           "LOGNORMAL", "POISSON"]
+           "LOGNORMAL", "NEGBINOM", "POISSON"]

@@ -166,6 +166,14 @@ class Family:
         with ``accum``'s operations (the same bits), the loop over the
         components innermost.  None: the CPU takes observations one at a time
         (``make_pass`` without ``tile``).
+    accum_at : callable or None
+        Compiled-twice ``accum_at(stats, m, r, D, feat, stride, i, c)``: as ``accum``, for a
+        family whose statistics depend on the current parameters, read from the exact
+        coefficients ``c`` (``exact_coef``): an E-step with a latent variable beside the
+        component (the negative binomial's Poisson count of logarithmic summands).  Such a
+        family needs no linear form: every E-step is the exact pass, summing every
+        component's statistics (``accum`` then only gives the totals); no CPU tiles
+        (``accum_tile`` None), no one-large-dataset CUDA engine.
     """
 
     name: str
@@ -197,6 +205,7 @@ class Family:
     logdens_tile: Callable | None = None
     exact_logdens_tile: Callable | None = None
     accum_tile: Callable | None = None
+    accum_at: Callable | None = None
     score: Callable | None = None
     outside: Callable | None = None
     floors: tuple = ()

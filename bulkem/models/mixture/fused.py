@@ -113,6 +113,27 @@ def _make_shares(family, dtype, jit, exp_neg):
     return jit(shares)
 
 
+def _exact_accum(family, jit):
+    """``acc(stats, m, r, D, feat, stride, i, ecoef)``: the exact passes' statistics, the
+    family's ``accum_at`` (statistics that depend on the current parameters, through the
+    exact coefficients ``ecoef``), else its ``accum``, ``ecoef`` unread."""
+    if family.accum_at is not None:
+        return jit(family.accum_at)
+    accum_f = jit(family.accum)
+
+    def acc(stats, m, r, D, feat, stride, i, ecoef):
+        accum_f(stats, m, r, D, feat, stride, i)
+
+    return jit(acc)
+
+
+def first_component(family, dtype) -> int:
+    """The first component a pass sums (:attr:`Pass.first`): 0 in float64, and for a family
+    whose statistics depend on each component's parameters (``accum_at``: component 0's
+    cannot be the totals less the others'); 1 otherwise (see the module docstring)."""
+    return 0 if dtype == np.float64 or family.accum_at is not None else 1
+
+
 def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = False,
               sizes: tuple | None = None) -> Pass:
     """Build the E-step pieces of the driver.
@@ -149,6 +170,10 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
         :func:`make_blocked`); else by component, ``stats[S m + k]``, as
         without ``tile``.
 
+    A family with ``accum_at`` (statistics that depend on the current parameters) has no
+    linear form: only its ``exact`` pass runs (its ``estep`` must not be called), and it sums
+    every component in every dtype (``first = 0``).
+
     Returns
     -------
     Pass
@@ -174,12 +199,14 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
           (``Family.exact_coef``), and ``ll`` is the whole log mixture
           density of the observations (no part from the totals).
     """
-    if not family.linear_logdens or family.n_coef(1, 1) != family.n_stats(1, 1):
+    if family.accum_at is None and (not family.linear_logdens
+                                    or family.n_coef(1, 1) != family.n_stats(1, 1)):
         raise ValueError(f"family {family.name!r}: the EM driver needs log densities linear "
                          "in the sufficient statistics (Family.linear_logdens)")
     per_f = jit(family.n_stats)  # per_f(1, D): statistics (and coefficients) per component
     logdens_f = jit(family.logdens)
     accum_f = jit(family.accum)
+    acc_f = _exact_accum(family, jit)
     exp_neg, recip = make_math(dtype, jit, approx)
     shares = _make_shares(family, dtype, jit, exp_neg)
     log_prod = jit(_log_prod)
@@ -190,7 +217,7 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
     # would carry more rounding than that subtraction).  In float64 the
     # subtraction would amplify rounding for a vanishing component 0 (n / mass)
     # and CPU and GPU fits could part ways.
-    FIRST = 0 if dtype == np.float64 else 1
+    FIRST = first_component(family, dtype)
 
     def totals(D, feat, stride, start, hi, step, tot):
         ust = np.uint64(stride)
@@ -287,7 +314,7 @@ def make_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: bool = Fa
                 top_sum += top
                 q = recip(s)
                 for m in range(FIRST, M):
-                    accum_f(part, m, t[m] * q, D, feat, ust, j)
+                    acc_f(part, m, t[m] * q, D, feat, ust, j, ecoef)
                 j += ustep
             ll += log_prod(np.float64(prod)) + np.float64(top_sum)
             for k in range(K0, NS):
@@ -347,10 +374,11 @@ def make_weighted_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: 
     per_f = jit(family.n_stats)
     nfeat_f = jit(family.n_features)
     accum_f = jit(family.accum)
+    acc_f = _exact_accum(family, jit)
     exp_neg, recip = make_math(dtype, jit, approx)
     shares = _make_shares(family, dtype, jit, exp_neg)
     ZERO = dtype(0.0)
-    FIRST = 0 if dtype == np.float64 else 1  # (as make_pass: component 0 from the totals)
+    FIRST = first_component(family, dtype)  # (as make_pass: component 0 from the totals)
 
     def totals(D, feat, stride, start, hi, step, tot):
         ust = np.uint64(stride)
@@ -384,7 +412,7 @@ def make_weighted_pass(family, dtype, jit, approx=None, tile: int = 0, by_stat: 
                 lsum += w * (dtype(math.log(s)) + top)
                 wq = w * recip(s)
                 for m in range(FIRST, M):
-                    accum_f(part, m, t[m] * wq, D, feat, ust, j)
+                    acc_f(part, m, t[m] * wq, D, feat, ust, j, ecoef)
                 j += ustep
             ll += np.float64(lsum)
             for k in range(K0, NS):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -117,6 +118,22 @@ class MixtureModel(Model):
         """Bytes of kernel data per observation: float64 features, and a narrower copy."""
         item = 8 if np.dtype(dtype) == np.float64 else 8 + np.dtype(dtype).itemsize
         return (self.family.n_features(self.n_dims) + int(self.weighted)) * item
+
+    weight_unit = "value"
+
+    def with_weights(self) -> MixtureModel:
+        return dataclasses.replace(self, weighted=True)
+
+    def attach_weights(self, pairs, weights, datasets, dataset_col: str):
+        """The weights as the values' last column (:func:`bulkem.data.weights.attach_weights`)."""
+        from ...data.weights import attach_weights
+
+        return attach_weights(pairs, weights, datasets, dataset_col)
+
+    def weight_sums(self, packed) -> np.ndarray:
+        """Each valid dataset's sum of weights (BIC's number of observations)."""
+        return segment_sums(np.ascontiguousarray(packed.data.values[:, -1]),
+                            packed.data.value_offsets)
 
     # --- data -----------------------------------------------------------------
 
@@ -317,7 +334,9 @@ class MixtureModel(Model):
         On the ``"cpu-wide"`` target the passes run their blocks in parallel
         (:func:`~.fused.make_blocked`).  A ``weighted`` model runs the weighted exact
         pass (:func:`~.fused.make_weighted_pass`) at every E-step, and its M-step's
-        number of observations is the weights' sum.
+        number of observations is the weights' sum; a family with ``accum_at`` (statistics
+        that depend on the parameters: the negative binomial) runs the exact pass at every
+        E-step too.
 
         The number of components and of dimensions are run-time values on
         the CPU targets, read from the batch tuple (:meth:`kernel_data`), so
@@ -333,6 +352,8 @@ class MixtureModel(Model):
         tile = 0 if on_gpu else self.tuning.cpu_tile_obs
         wide = target.name == "cpu-wide"
         WEIGHTED = self.weighted
+        # every E-step the exact pass: weights, or statistics that depend on the parameters
+        EXACT_ONLY = WEIGHTED or fam.accum_at is not None
         by_stat = wide and tile > 0 and fam.accum_tile is not None  # (rows by statistic)
         tun = self.tuning
         const = on_gpu or self.compiled_sizes
@@ -373,7 +394,7 @@ class MixtureModel(Model):
         if wide:
             wave = tun.cpu_wide_wave_blocks
             exact_f = make_blocked(pass_exact, fam, dtype, first, by_stat, wave=wave, sizes=sizes)
-            fast_f = exact_f if WEIGHTED else make_blocked(ps.estep, fam, dtype, first, by_stat,
+            fast_f = exact_f if EXACT_ONLY else make_blocked(ps.estep, fam, dtype, first, by_stat,
                                                            wave=wave, sizes=sizes)
 
             def run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
@@ -384,7 +405,7 @@ class MixtureModel(Model):
                           xc):
                 return exact_f(M, D, work[:NC], feat, stride, lo, hi, block, stats, xc)
         else:
-            pass_fast = pass_exact if WEIGHTED else ps.estep
+            pass_fast = pass_exact if EXACT_ONLY else ps.estep
 
             def run_fast(M, D, NS, NC, work, feat, stride, lo, hi, step, block, stats, scratch,
                          xc):
@@ -424,7 +445,7 @@ class MixtureModel(Model):
             coef_f(params, M, D, coef)
             later = tot[S + FOFF] != 0.0  # not the fit's first E-step with these pieces
             tot[S + FOFF] = 1.0
-            if later and not WEIGHTED and EPS * bound_f(M, D, coef, tot) <= TAU * tot[S + SOFF]:
+            if later and not EXACT_ONLY and EPS * bound_f(M, D, coef, tot) <= TAU * tot[S + SOFF]:
                 work[NC] = 0
                 base = shift(M, D, coef, tot, work)
             else:  # the exact pass: all of the log-likelihood from the E-step

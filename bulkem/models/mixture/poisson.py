@@ -118,18 +118,19 @@ def min_obs(n_components: int, n_dims: int = 1) -> int:
     return 3 * n_components  # one random-subset start per component, without overlap
 
 
-def check(values: np.ndarray, n_components: int) -> str | None:
+def check(values: np.ndarray, n_components: int, name: str = "Poisson") -> str | None:
+    """Why ``values`` are not counts of the ``name`` family, or too few, or None."""
     problems = [basic_problems(values, min_obs(n_components))]
     finite = values[np.isfinite(values)]
     neg = int(np.count_nonzero(finite < 0))
     if neg:
         problems.append(f"{neg} of {len(values)} values {'is' if neg == 1 else 'are'} negative "
-                        "(the Poisson family needs counts: 0, 1, 2, ...)")
+                        f"(the {name} family needs counts: 0, 1, 2, ...)")
     frac = int(np.count_nonzero((finite >= 0) & (finite != np.floor(finite))))
     if frac:
         problems.append(f"{frac} of {len(values)} values "
                         f"{'is not a whole number' if frac == 1 else 'are not whole numbers'} "
-                        "(the Poisson family needs counts: 0, 1, 2, ...)")
+                        f"(the {name} family needs counts: 0, 1, 2, ...)")
     return "; ".join(p for p in problems if p) or None
 
 

@@ -1,0 +1,288 @@
+"""Finite mixtures of negative binomial distributions (overdispersed counts: reads per gene,
+visits per user, events per subject).
+
+Component ``l`` has weight ``w_l``, size ``r_l`` and mean ``mu_l`` (R's ``dnbinom(x, size,
+mu)``; scipy's ``nbinom(r, r / (r + mu))``): variance ``mu + mu^2 / r``, the Poisson as
+``r -> inf``.  Its log probability, less ``-log x!`` (``obs_const``), is
+
+    log w - r log1p(mu / r) + x log(r mu / (r + mu)) + L(x, r),
+    L(x, r) = lgamma(x + r) - lgamma(r) - x log r = sum_{j < x} log1p(j / r),
+
+``L`` summed term by term for ``x < NB_SUM_BELOW``, above from Stirling's series of the
+difference (after the recurrence takes ``r`` to 10 or more), whose leading terms cancel
+analytically: accurate to rounding of ``L``'s own size however large ``r`` grows (the
+difference of two ``lgamma`` is not: ~1e-16 ``r log r`` per value, enough to make a Poisson
+component's likelihood seem to fall), and the same operations on every engine (no libm
+``lgamma``).  Not linear in any fixed features, so every E-step is the exact pass.
+
+EM after Adamidis (1999, Statistics & Probability Letters 45, 1-7): a count ``x`` of the
+component is a sum of ``Y ~ Poisson(lambda)`` logarithmic-series counts with parameter
+``theta = mu / (r + mu)``, ``lambda = r u``, ``u = log1p(mu / r)``.  The E-step adds,
+beside the responsibilities ``S0 = sum t`` and ``S1 = sum t x``, the latent count's
+expectation ``S2 = sum t E[Y | x] = sum t r (digamma(r + x) - digamma(r))``, which needs the
+current ``r`` (``accum_at`` reads it from the coefficients).  The M-step is then in closed
+form but for one scalar equation: ``mu = S1 / S0``, ``u`` solves
+``expm1(u) / u = S1 / S2`` (Newton's method from above, monotone: the left side is convex),
+``r = (S2 / S0) / u``.  A genuine EM, so the log-likelihood never falls.
+
+Counts no more spread than a Poisson's (``S1 <= S2``: all 0 or 1) push ``r`` to infinity:
+it stops at ``MAX_NB_SIZE``.  A component of zeros gets ``mu = MIN_NB_MEAN`` and that size,
+a Poisson with probability ``1 - 1e-8`` at 0 (left to EM, its size would fall towards 0
+with the last values of other components it holds, and underflow), a fit on its boundary
+for standard errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ...tuning import DEGENERATE_COLLAPSE, DEGENERATE_PARAM, MIN_COMPONENT_MASS
+from ..base import Axis, Block
+from . import poisson
+from .family import Family
+
+_P = 3  # parameters, coefficients and statistics per component: weight, size, mean
+
+MIN_NB_MEAN = 1e-8  # a component's smallest mean (its values all 0)
+MAX_NB_SIZE = 1e8  # the largest size: beyond, a Poisson to ~mu / 1e8
+NB_SUM_BELOW = 16  # counts below: L and the digamma difference summed term by term
+NB_STIRLING_FROM = 10.0  # sizes from: Stirling's series (truncation error < 3e-14)
+
+
+def coef(params, M, D, c):
+    """``log w - r log1p(mu / r)``, ``log(r mu / (r + mu))`` and ``r`` per component."""
+    for m in range(M):
+        r = params[_P * m + 1]
+        mu = params[_P * m + 2]
+        c[_P * m] = math.log(params[_P * m]) - r * math.log1p(mu / r)
+        c[_P * m + 1] = math.log(mu) - math.log1p(mu / r)
+        c[_P * m + 2] = r
+
+
+def logdens(c, m, D, feat, stride, i):
+    x = feat[i]
+    r = c[_P * m + 2]
+    s = 0.0
+    if x < NB_SUM_BELOW:  # L = sum_{j < x} log1p(j / r)
+        j = 1.0
+        while j < x:
+            s += math.log1p(j / r)
+            j += 1.0
+    else:
+        # L(x, r) = L(x, R) + x log(R / r) - sum_{i < k} log1p(x / (r + i)), R = r + k >= 10
+        # (lgamma's recurrence), and at R Stirling's series, whose leading terms are
+        # taken together: L(x, R) = (x + R - 1/2) log1p(x / R) - x + S(x + R) - S(R)
+        R = r
+        while R < NB_STIRLING_FROM:
+            s -= math.log1p(x / R)
+            R += 1.0
+        if R != r:
+            s += x * math.log(R / r)
+        s += (x + R - 0.5) * math.log1p(x / R) - x
+        for k in range(2):
+            z = 1.0 / (x + R if k == 0 else R)
+            q = z * z
+            s += (1.0 if k == 0 else -1.0) * z * (
+                1.0 / 12 - q * (1.0 / 360 - q * (1.0 / 1260 - q * (1.0 / 1680 - q / 1188))))
+    return c[_P * m] + c[_P * m + 1] * x + s
+
+
+def accum(stats, m, r, D, feat, stride, i):
+    # (the totals only: S2 needs the parameters, accum_at)
+    stats[_P * m] += r
+    stats[_P * m + 1] += r * feat[i]
+
+
+def accum_at(stats, m, r, D, feat, stride, i, c):
+    """``accum`` and ``r E[Y | x]``, ``E[Y | x] = size (digamma(size + x) - digamma(size))``
+    (``size`` the coefficients' ``c[3 m + 2]``)."""
+    x = feat[i]
+    a = c[_P * m + 2]
+    d = 0.0
+    if x < NB_SUM_BELOW:  # sum_{j < x} 1 / (a + j)
+        j = 0.0
+        while j < x:
+            d += 1.0 / (a + j)
+            j += 1.0
+    else:
+        # digamma(x + a) - digamma(a) by the recurrence up to R = a + k >= 10, then the
+        # asymptotic series, its leading terms together: log1p(x / R) + 1 / (2 R)
+        # - 1 / (2 (x + R)) + T(R) - T(x + R)
+        R = a
+        while R < NB_STIRLING_FROM:
+            d += 1.0 / R - 1.0 / (x + R)
+            R += 1.0
+        d += math.log1p(x / R) + 0.5 / R - 0.5 / (x + R)
+        for k in range(2):
+            z = 1.0 / (R if k == 0 else x + R)
+            q = z * z
+            d += (1.0 if k == 0 else -1.0) * q * (
+                1.0 / 12 - q * (1.0 / 120 - q * (1.0 / 252 - q * (1.0 / 240 - q / 132))))
+    stats[_P * m] += r
+    stats[_P * m + 1] += r * x
+    stats[_P * m + 2] += r * (a * d)
+
+
+def coef_bound(c, tot, m, D):
+    return math.inf  # (no linear form: the exact pass always)
+
+
+def mstep(stats, params, M, D, n, reg):
+    for m in range(M):
+        s0 = stats[_P * m]
+        if not s0 >= MIN_COMPONENT_MASS:
+            return DEGENERATE_COLLAPSE
+        s1 = stats[_P * m + 1]
+        s2 = stats[_P * m + 2]
+        mean = s1 / s0
+        if not (mean >= 0.0 and math.isfinite(mean) and s2 >= 0.0 and math.isfinite(s2)):
+            return DEGENERATE_PARAM
+        size = MAX_NB_SIZE
+        k = s1 / s2 if s2 > 0.0 else 0.0  # expm1(u) / u = k, k > 1 where overdispersed
+        if mean > MIN_NB_MEAN and k > 1.0 + 1e-12:  # (else a Poisson: zeros, or 0s and 1s)
+            # Newton's method on f(u) = expm1(u) - k u (convex, f(0) = 0) from a u above
+            # the root: 2 (k - 1) (as expm1(u) / u >= 1 + u / 2) or 2 log k + 1
+            u = min(2.0 * (k - 1.0), 2.0 * math.log(k) + 1.0)
+            for _ in range(200):
+                e = math.expm1(u)
+                step = (e - k * u) / (e + 1.0 - k)
+                u -= step
+                if not step > 1e-15 * u:
+                    break
+            if u > 0.0 and math.isfinite(u):
+                size = min(s2 / s0 / u, MAX_NB_SIZE)
+        if not size > 0.0:
+            return DEGENERATE_PARAM
+        params[_P * m] = s0 / n
+        params[_P * m + 1] = size
+        params[_P * m + 2] = max(mean, MIN_NB_MEAN)
+    return 0
+
+
+@njit(inline="always")
+def subset_init(x, idx, out):
+    """Each component's mean from its drawn values (half a count for a subset of zeros), and
+    one size for all from the dataset's moments (``mean^2 / (var - mean)``; 10 where the
+    counts are no more spread than a Poisson's)."""
+    n_comp, k = idx.shape
+    n = len(x)
+    xm = 0.0
+    for i in range(n):
+        xm += x[i]
+    xm /= n
+    v = 0.0
+    for i in range(n):
+        v += (x[i] - xm) * (x[i] - xm)
+    v /= n
+    size = xm * xm / (v - xm) if v > xm * (1.0 + 1e-9) and xm > 0.0 else 10.0
+    size = min(max(size, 1e-3), 1e6)
+    for m in range(n_comp):
+        s = 0.0
+        for j in range(k):
+            s += x[idx[m, j]]
+        out[_P * m] = 1.0 / n_comp
+        out[_P * m + 1] = size
+        out[_P * m + 2] = max(s, 0.5) / k
+
+
+def min_obs(n_components: int, n_dims: int = 1) -> int:
+    return 3 * n_components  # one random-subset start per component, without overlap
+
+
+def check(values: np.ndarray, n_components: int) -> str | None:
+    return poisson.check(values, n_components, "negative binomial")
+
+
+def features(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)[None, :]
+
+
+def obs_const(values: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln
+
+    return -gammaln(values + 1.0)
+
+
+def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
+    """``log(w_l p_l(x_i)) = base - exp(logq)`` (n_obs, M): the whole log probability in
+    ``base`` (scipy's ``nbinom.logpmf``), ``logq = -inf``; a value that is not a count has
+    probability 0.  ``params`` is one fit's (M P,) or a row per value (n_obs, M P)."""
+    from scipy.stats import nbinom
+
+    x = np.asarray(values, dtype=np.float64).reshape(-1)[:, None]
+    p = np.asarray(params, dtype=np.float64)
+    p = p.reshape(len(p) if p.ndim == 2 else 1, n_components, _P)
+    w, r, mu = p[:, :, 0], p[:, :, 1], p[:, :, 2]
+    count = (x >= 0) & (x == np.floor(x))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = np.log(w) + nbinom.logpmf(np.where(count, x, 0.0), r, r / (r + mu))
+    return np.where(count, base, -np.inf), np.full(base.shape, -np.inf)
+
+
+def draw(records: np.ndarray, comp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One count of each given component (``records`` rows weight, size, mean)."""
+    r, mu = records[comp, 1], records[comp, 2]
+    return rng.negative_binomial(r, r / (r + mu)).astype(np.float64)
+
+
+def blocks(n_components: int, n_dims: int) -> tuple[Block, ...]:
+    comp = (Axis("component", n_components),)
+    return (Block("weight", comp, "simplex"), Block("size", comp, "positive"),
+            Block("mu", comp, "positive"))
+
+
+def order_key(params: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    return params.reshape(len(params), n_components, _P)[:, :, 2]  # the means
+
+
+def score(params: np.ndarray, stats: np.ndarray, n_components: int, n_dims: int) -> np.ndarray:
+    """``Family.score`` by Fisher's identity: per component ``S0 / w``, ``S2 / r + S0 (log(r
+    / (r + mu)) + 1) - (S0 r + S1) / (r + mu)`` and ``S1 / mu - (S0 r + S1) / (r + mu)``
+    (``sum_i t_i d log p(x_i) / d theta``; ``S2 / r = sum t (digamma(r + x) -
+    digamma(r))``)."""
+    n = len(params)
+    p = params.reshape(n, n_components, _P)
+    S = stats.reshape(n, n_components, _P)
+    r, mu = p[..., 1], p[..., 2]
+    s0, s1, s2 = S[..., 0], S[..., 1], S[..., 2]
+    both = (s0 * r + s1) / (r + mu)
+    out = np.empty_like(p)
+    out[..., 0] = s0 / p[..., 0]
+    out[..., 1] = s2 / r - s0 * np.log1p(mu / r) + s0 - both
+    out[..., 2] = s1 / mu - both
+    return out.reshape(n, -1)
+
+
+FAMILY = Family(
+    name="negbinom",
+    ndim=1,
+    per_component=lambda D: _P,
+    n_coef=lambda M, D: _P * M,
+    n_stats=lambda M, D: _P * M,
+    n_features=lambda D: 1,
+    subset_size=lambda D: 3,
+    min_obs=min_obs,
+    check=check,
+    features=features,
+    obs_const=obs_const,
+    coef=coef,
+    logdens=logdens,
+    accum=accum,
+    accum_at=accum_at,
+    score=score,
+    outside=poisson.FAMILY.outside,
+    mstep=mstep,
+    exact_coef=coef,
+    exact_logdens=logdens,
+    coef_bound=coef_bound,
+    subset_init=subset_init,
+    log_terms=log_terms,
+    draw=draw,
+    order_key=order_key,
+    blocks=blocks,
+    floors=(("mu", MIN_NB_MEAN),),
+    discrete=True,
+)
