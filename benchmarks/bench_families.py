@@ -11,9 +11,9 @@ every backend. Whole calls (packing, starts, tables), best of two after a warm-u
 The baseline (``--baseline-datasets``, 0: none) is a loop a SciPy user would write: the
 tests' oracles (``tests/reference.py``: NumPy EM with ``scipy.stats`` log-densities, the
 gamma shape and the negative binomial's ``u`` by ``scipy.optimize.brentq``), one
-(dataset, start) per job from a quantile start, the same iterations, in a pool of one worker per core with one BLAS thread each
-and one at a time on one core (``baselines.rates``); its rate is in fits (dataset, start) per
-second.
+(dataset, start) per job from a quantile start, the same iterations, in a pool of one
+worker per core with one BLAS thread each and one at a time on one core
+(``baselines.rates``); its rate is in fits (dataset, start) per second.
 """
 
 from __future__ import annotations
