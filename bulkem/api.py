@@ -257,9 +257,9 @@ def _weighted(fam, fitted: list, pairs: Any, weights: Any, datasets: Any,
     """The models weighted and the datasets with their weights attached (each model's
     ``with_weights``); a ValueError for a family without weights."""
     if not all(m.weight_unit for m in fitted):
-        raise ValueError(f"weights= is available for the mixture families (invgauss, "
-                         f"gaussian, poisson, negbinom, lognormal, gamma); the {fam.name!r} family "
-                         "does not take weights yet: leave weights out.")
+        raise ValueError(f"the {fam.name!r} family takes no weights (weights= is for the "
+                         "mixtures, per value; hmm, per sequence; tmap, per run; ar and "
+                         "local_level, per series): leave weights out.")
     return ([m.with_weights() for m in fitted],
             fitted[0].attach_weights(pairs, weights, datasets, dataset_col))
 
@@ -462,15 +462,22 @@ def fit(
         columns but ``dataset_col`` (and a ``weights`` column) when no column is called
         "value".
     weights : str, list, dict or array-like, optional
-        Mixture families: one weight >= 0 per value (a frequency or a survey weight), in the
-        datasets' form (a list of arrays, one per dataset; a dict with the datasets' keys;
-        one array for one dataset), or the name of a column of a long DataFrame.  Each
-        value's log density and its share of the sufficient statistics count ``weight``
-        times: integer weights fit as repeated values would, a weight of 0 leaves the
-        value out, and BIC counts the weights' sum (``summary.sum_weights``) as the number
-        of observations.  The random starts draw values as if unweighted.  A dataset with
-        a NaN, infinite or negative weight is ``invalid_data``.  Weighted fits always take
-        the exact E-step (a log per value), and on the GPU the bulk engine.
+        A frequency or survey weight >= 0 per unit of the data: per value for the mixture
+        families, per sequence for "hmm", per run for "tmap", per series for "ar" and
+        "local_level".  In the datasets' form with a weight in place of each unit: a list
+        with one entry per dataset (an array of its values' weights; of one weight per
+        sequence, run or series, or a number for a dataset of one), a dict with the
+        datasets' keys, one array for one dataset; or the name of a column of a long
+        DataFrame (for sequences, runs and series the same on every row of one; a Gaussian
+        HMM read from a frame without a "value" column then needs ``value_col=``).  A
+        unit's log-likelihood and its share of the sufficient statistics count ``weight``
+        times: integer weights fit as repeated units would, a weight of 0 leaves the unit
+        out, and BIC counts the weighted number of observations (``summary.sum_weights``).
+        The random starts draw as if unweighted.  A dataset with a NaN, infinite or
+        negative weight is ``invalid_data``.  Weighted mixtures always take the exact
+        E-step (a log per value), and on the GPU the bulk engine; a weighted HMM of more
+        than ``Tuning.hmm_many_states`` states runs on the GPU's bulk kernel.  Not with
+        ``checkpoint=``, Dask or streaming, nor ``bootstrap=``.
     reg_covar : float, default 1e-6
         Gaussian family: added to every variance in each M-step (as in
         scikit-learn), so that no component shrinks onto a single point.
@@ -794,7 +801,7 @@ def loglik(
     backend, dtype, dataset_col, value_col, tuning, weights
         As for :func:`fit`; the returned log-likelihood is float64 at these parameters
         whatever the compute dtype (with ``weights``, the weighted sum of the values' log
-        densities).
+        densities, or of the sequences', runs' or series' log-likelihoods).
 
     Returns
     -------

@@ -107,12 +107,16 @@ def viterbi(x, emission, params):
 
 
 def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
-               terminating=False, update="ste"):
+               terminating=False, update="ste", weights=None):
     """EM from the given parameters over a dataset's sequences.
+
+    ``weights``: one per sequence (default 1): its log-likelihood and its posteriors count
+    that many times, the start probabilities divide by the weights' sum.
 
     Returns dict with the parameters, loglik, n_iter, status and trace.
     """
     p = {k: np.array(v, dtype=float) for k, v in params.items()}
+    ws = np.ones(len(seqs)) if weights is None else np.asarray(weights, dtype=float)
     trace = []
     it = 0
     while True:
@@ -120,8 +124,10 @@ def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
         start, trans, occ = np.zeros(N), np.zeros((N, N)), np.zeros(N)
         gam_x, gam_x2, counts, seen = 0.0, 0.0, 0.0, np.zeros(N)
         ll = 0.0
-        for x in seqs:
+        for x, w in zip(seqs, ws, strict=True):
             lls, gamma, xi = forward_backward(x, emission, p, terminating)
+            if w != 1.0:
+                lls, gamma, xi = w * lls, w * gamma, w * xi
             ll += lls
             start += gamma[0]
             trans += xi
@@ -150,7 +156,7 @@ def baum_welch(seqs, emission, params, max_iter=100, tol=1e-6, reg_covar=1e-6,
         if status:
             return dict(p, loglik=ll, n_iter=it, status=status, trace=trace)
         if "s" in update:
-            p["startprob"] = start / len(seqs)
+            p["startprob"] = start / ws.sum()
         if "t" in update:
             den = occ[:, None] if terminating else trans.sum(axis=1, keepdims=True)
             p["transmat"] = trans / den

@@ -8,7 +8,9 @@ from the companion matrix's eigenvalues (bulkem: the step-down recursion).
 The update rules are bulkem's (see ``bulkem/models/ssm/em.py``), with the
 same iteration semantics: the reported log-likelihood is that of the
 returned parameters, ``n_iter`` counts M-steps, a fall by more than 1e-9
-relative or a non-finite log-likelihood is "degenerate".
+relative or a non-finite log-likelihood is "degenerate".  ``weights`` (one per
+series, bulkem's ``fit(weights=...)``) multiply each series' log-likelihood and
+statistics, and the number of series is their sum.
 """
 
 from __future__ import annotations
@@ -90,25 +92,29 @@ def _stop(trace, it, max_iter, tol):
     return None
 
 
-def ar_estep(series, phi, s2, r):
+def _weights(series, weights):
+    return np.ones(len(series)) if weights is None else np.asarray(weights, dtype=float)
+
+
+def ar_estep(series, phi, s2, r, weights=None):
     F, H, Q, R, m0, P0 = ar_model(phi, s2, r)
     p = len(phi)
     st = dict(ll=0.0, c00=0.0, c10=np.zeros(p), C11=np.zeros((p, p)), S11=np.zeros((p, p)),
               obs=0.0, n_obs=0, n_trans=0)
-    for y in series:
+    for y, w in zip(series, _weights(series, weights), strict=True):
         sm = rts_smoother(y, F, H, Q, R, m0, P0)
-        st["ll"] += sm["loglik"]
+        st["ll"] += w * sm["loglik"]
         ms, Ps, lag = sm["mean"], sm["cov"], sm["lag"]
         Ex = Ps + ms[:, :, None] * ms[:, None, :]  # E[x_t x_t']
         for t in range(len(y) - 1):
-            st["c00"] += Ex[t + 1, 0, 0]
-            st["c10"] += lag[t][0] + ms[t + 1, 0] * ms[t]
-            st["C11"] += Ex[t]
-        st["S11"] += Ex[0]
+            st["c00"] += w * Ex[t + 1, 0, 0]
+            st["c10"] += w * (lag[t][0] + ms[t + 1, 0] * ms[t])
+            st["C11"] += w * Ex[t]
+        st["S11"] += w * Ex[0]
         seen = ~np.isnan(y)
-        st["obs"] += np.sum((y[seen] - ms[seen, 0]) ** 2 + Ps[seen, 0, 0])
-        st["n_obs"] += int(seen.sum())
-        st["n_trans"] += len(y) - 1
+        st["obs"] += w * np.sum((y[seen] - ms[seen, 0]) ** 2 + Ps[seen, 0, 0])
+        st["n_obs"] += w * int(seen.sum())
+        st["n_trans"] += w * (len(y) - 1)
     return st
 
 
@@ -139,8 +145,9 @@ def ar_mstep(st, phi, s2, n):
     return phi, s2, r, bool(s2 > 0 and r > 0)
 
 
-def ar_em(series, phi, state_var, obs_var, max_iter=100, tol=1e-6):
-    """EM of AR(p) plus noise over a dataset's series from the given start.
+def ar_em(series, phi, state_var, obs_var, max_iter=100, tol=1e-6, weights=None):
+    """EM of AR(p) plus noise over a dataset's series from the given start (``weights``:
+    one per series).
 
     Returns dict with ``phi, state_var, obs_var, loglik, n_iter, status, trace``.
     """
@@ -150,43 +157,45 @@ def ar_em(series, phi, state_var, obs_var, max_iter=100, tol=1e-6):
     trace = []
     it = 0
     while True:
-        st = ar_estep(series, phi, s2, r)
+        st = ar_estep(series, phi, s2, r, weights)
         trace.append(st["ll"])
         status = _stop(trace, it, max_iter, tol)
         if status:
             return dict(phi=phi, state_var=s2, obs_var=r, loglik=trace[-1], n_iter=it,
                         status=status, trace=trace)
-        phi, s2, r, ok = ar_mstep(st, phi, s2, len(series))
+        phi, s2, r, ok = ar_mstep(st, phi, s2, _weights(series, weights).sum())
         if not ok:
             return dict(phi=phi, state_var=s2, obs_var=r, loglik=trace[-1], n_iter=it,
                         status="degenerate", trace=trace)
         it += 1
 
 
-def level_em(series, level0, state_var, obs_var, max_iter=100, tol=1e-6):
-    """EM of the local level (prior of the first level N(level0, state_var)).
+def level_em(series, level0, state_var, obs_var, max_iter=100, tol=1e-6, weights=None):
+    """EM of the local level (prior of the first level N(level0, state_var); ``weights``:
+    one per series).
 
     Returns dict with ``level0, state_var, obs_var, loglik, n_iter, status, trace``.
     """
     mu, q, r = float(level0), float(state_var), float(obs_var)
     series = [np.asarray(y, dtype=float) for y in series]
-    n = len(series)
+    ws = _weights(series, weights)
+    n = ws.sum()
     trace = []
     it = 0
     while True:
         ll = trans = obs = first = first2 = 0.0
         n_obs = n_trans = 0
-        for y in series:
+        for y, w in zip(series, ws, strict=True):
             sm = rts_smoother(y, [[1.0]], [[1.0]], [[q]], [[r]], [mu], [[q]])
-            ll += sm["loglik"]
+            ll += w * sm["loglik"]
             ms, Ps, lag = sm["mean"][:, 0], sm["cov"][:, 0, 0], sm["lag"][:, 0, 0]
-            trans += np.sum(Ps[1:] + Ps[:-1] - 2 * lag + (ms[1:] - ms[:-1]) ** 2)
-            first += ms[0]
-            first2 += ms[0] ** 2 + Ps[0]
+            trans += w * np.sum(Ps[1:] + Ps[:-1] - 2 * lag + (ms[1:] - ms[:-1]) ** 2)
+            first += w * ms[0]
+            first2 += w * (ms[0] ** 2 + Ps[0])
             seen = ~np.isnan(y)
-            obs += np.sum((y[seen] - ms[seen]) ** 2 + Ps[seen])
-            n_obs += int(seen.sum())
-            n_trans += len(y) - 1
+            obs += w * np.sum((y[seen] - ms[seen]) ** 2 + Ps[seen])
+            n_obs += w * int(seen.sum())
+            n_trans += w * (len(y) - 1)
         trace.append(ll)
         status = _stop(trace, it, max_iter, tol)
         if status:
@@ -228,8 +237,9 @@ def diffuse_level_loglik(series, state_var, obs_var):
     return sum(_diffuse_level_posterior(y, state_var, obs_var)[0] for y in series)
 
 
-def diffuse_level_em(series, state_var, obs_var, max_iter=100, tol=1e-6):
-    """EM of the local level with the exact diffuse prior (bulkem's ``prior="diffuse"``).
+def diffuse_level_em(series, state_var, obs_var, max_iter=100, tol=1e-6, weights=None):
+    """EM of the local level with the exact diffuse prior (bulkem's ``prior="diffuse"``;
+    ``weights``: one per series).
 
     Returns dict with ``state_var, obs_var, loglik, n_iter, status, trace``.
     """
@@ -239,14 +249,14 @@ def diffuse_level_em(series, state_var, obs_var, max_iter=100, tol=1e-6):
     while True:
         ll = trans = obs = 0.0
         n_obs = n_trans = 0
-        for y in series:
+        for y, w in zip(series, _weights(series, weights), strict=True):
             part, mean, cov, yy, seen = _diffuse_level_posterior(y, q, r)
-            ll += part
+            ll += w * part
             v = np.diag(cov)
-            trans += np.sum(v[1:] + v[:-1] - 2 * np.diag(cov, 1) + np.diff(mean) ** 2)
-            obs += np.sum((yy[seen] - mean[seen]) ** 2 + v[seen])
-            n_obs += int(seen.sum())
-            n_trans += len(yy) - 1
+            trans += w * np.sum(v[1:] + v[:-1] - 2 * np.diag(cov, 1) + np.diff(mean) ** 2)
+            obs += w * np.sum((yy[seen] - mean[seen]) ** 2 + v[seen])
+            n_obs += w * int(seen.sum())
+            n_trans += w * (len(yy) - 1)
         trace.append(ll)
         status = _stop(trace, it, max_iter, tol)
         if status:

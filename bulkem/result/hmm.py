@@ -30,13 +30,14 @@ class HMMResult(FitResult):
         ``0 .. max`` (as hmmlearn's ``n_features``), not the batch's."""
         res = super().assemble(model, packed, job, n_starts, *args, **kwargs)
         if getattr(model, "own_alphabet", False) and len(packed.valid):
-            x, off = packed.data.values.reshape(-1), packed.data.value_offsets
+            x = model.unit_values(packed.data).values.reshape(-1)
+            off = packed.data.value_offsets
             top = np.fmax.reduceat(x, off[:-1]).astype(np.int64)  # (fmax: NaN is missing)
             k = np.array([model.n_free_of(int(t) + 1) for t in top], dtype=np.float64)
             s = res.summary
             rows = np.asarray(packed.valid)
             ll = s["loglik"].to_numpy()[rows]
-            n = s["n_obs"].to_numpy()[rows].clip(1)
+            n = s["sum_weights" if model.weighted else "n_obs"].to_numpy()[rows].clip(1)
             aic, bic = s["aic"].to_numpy().copy(), s["bic"].to_numpy().copy()
             aic[rows] = -2 * ll + 2 * k
             bic[rows] = -2 * ll + k * np.log(n)
@@ -61,10 +62,16 @@ class HMMResult(FitResult):
             out.extend(seqs[b * per:(b + 1) * per] for b in range(B))
         return out
 
+    @property
+    def _chain(self):
+        """The model without weights: what scores, decodes and draws sequences."""
+        return self._model.unweighted
+
     def entropy(self) -> np.ndarray:
         """Per dataset of ``summary``: ``-sum_t sum_s g_ts log g_ts`` over the steps of its
         sequences, ``g`` the best fit's posterior state probabilities (the marginal
-        posteriors' entropy, as a mixture's; NaN where no fit)."""
+        posteriors' entropy, as a mixture's; each sequence's times its weight in a weighted
+        fit; NaN where no fit)."""
         from ..engines import infer
 
         out = np.full(len(self.summary), np.nan)
@@ -72,15 +79,19 @@ class HMMResult(FitResult):
         if not fitted:
             return out
         data = self._packed.data
+        values, w = self._model.split(data.values)
         ks = np.array(list(fitted.values()))
-        seqs, which = [], []
+        seqs, which, first = [], [], []
         for j, k in enumerate(ks):
             for u in range(data.groups[k], data.groups[k + 1]):
-                seqs.append(data.values[data.units[u]:data.units[u + 1]])
+                seqs.append(values[data.units[u]:data.units[u + 1]])
                 which.append(j)
+                first.append(data.units[u])
         params = np.stack([self._best[v][0] for v in fitted])
-        gam, _ = infer.posteriors(self._model, params, np.asarray(which, np.int64), seqs)
+        gam, _ = infer.posteriors(self._chain, params, np.asarray(which, np.int64), seqs)
         per_seq = np.array([entropy_sum(g) for g in gam])
+        if w is not None:
+            per_seq = per_seq * w[np.asarray(first, np.int64)]
         out[self._packed.valid[ks]] = np.bincount(np.asarray(which), weights=per_seq,
                                                   minlength=len(ks))
         return out
@@ -100,7 +111,7 @@ class HMMResult(FitResult):
         return self.tables["start_transitions"]
 
     def _sequences(self, sequences: Any) -> list[np.ndarray]:
-        model = self._model
+        model = self._chain
         seqs = list(sequences) if isinstance(sequences, (list, tuple)) and len(sequences) and \
             not np.isscalar(sequences[0]) else [sequences]
         out = []
@@ -120,7 +131,7 @@ class HMMResult(FitResult):
         return out
 
     def _const(self, seqs: list[np.ndarray]) -> np.ndarray:
-        if self._model.emission.name != "poisson":
+        if self._chain.emission.name != "poisson":
             return np.zeros(len(seqs))
         from ..models.hmm.emissions import poisson_const
 
@@ -145,7 +156,7 @@ class HMMResult(FitResult):
 
         seqs = self._sequences(sequences)
         p = self._get(dataset)[0][None]
-        ll = infer.score(self._model, p, np.zeros(len(seqs), np.int64), seqs)
+        ll = infer.score(self._chain, p, np.zeros(len(seqs), np.int64), seqs)
         return float(np.sum(ll + self._const(seqs)))
 
     @per_dataset
@@ -160,7 +171,7 @@ class HMMResult(FitResult):
                       and not np.isscalar(sequences[0]))
         seqs = self._sequences(sequences)
         p = self._get(dataset)[0][None]
-        gam, _ = infer.posteriors(self._model, p, np.zeros(len(seqs), np.int64), seqs)
+        gam, _ = infer.posteriors(self._chain, p, np.zeros(len(seqs), np.int64), seqs)
         return gam[0] if single else gam
 
     @per_dataset
@@ -176,7 +187,7 @@ class HMMResult(FitResult):
                       and not np.isscalar(sequences[0]))
         seqs = self._sequences(sequences)
         p = self._get(dataset)[0][None]
-        paths, lp = infer.viterbi(self._model, p, np.zeros(len(seqs), np.int64), seqs)
+        paths, lp = infer.viterbi(self._chain, p, np.zeros(len(seqs), np.int64), seqs)
         lp = lp + self._const(seqs)
         paths = [q + 1 for q in paths]
         return (float(lp[0]), paths[0]) if single else (lp, paths)

@@ -140,7 +140,7 @@ class TMAPResult(FitResult):
         from ..data.units import is_unit_list
         from ..engines import infer
 
-        model = self._model
+        model = self._model.unweighted  # (new runs: no weights)
         runs = [np.asarray(u, np.float64) for u in (runs if is_unit_list(runs) else [runs])]
         for k, u in enumerate(runs):
             problem = u.ndim != 1 and f"run {k} has shape {u.shape}; expected (n,)"

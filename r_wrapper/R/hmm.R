@@ -8,7 +8,7 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
                     strict = FALSE, progress = FALSE, dataset_col = "dataset",
                     sequence_col = "sequence", value_col = "value", checkpoint = NULL, se = FALSE,
                     criterion = "bic", bootstrap = 0, bootstrap_level = 0.95, accel = NULL,
-                    ...) {
+                    weights = NULL, ...) {
   if (missing(components)) {
     stop("`components` (the number of hidden states) is missing; e.g. fit_hmm(data, 3).",
       call. = FALSE
@@ -35,9 +35,17 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
     check_grid_args(components, "components", init, checkpoint, bootstrap = n_boot,
                     maker = "fit_hmm")
   }
+  gaussian <- identical(emission, "gaussian")
+  if (!is.null(weights)) {
+    weights <- py_weights(weights)
+    if (is.character(weights) && gaussian && is.data.frame(data) &&
+      identical(value_col, "value") && !"value" %in% names(data)) {
+      # every column but the keys and the weights holds the observations
+      value_col <- setdiff(names(data), c(dataset_col, sequence_col, weights))
+    }
+  }
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
-  gaussian <- identical(emission, "gaussian")
   coded <- if (identical(emission, "categorical")) {
     factor_symbols(data, value_col)
   } else {
@@ -77,6 +85,9 @@ fit_hmm <- function(data, components, emission = "categorical", symbols = NULL, 
   )
   if (!is.null(symbols)) {
     args$n_symbols <- py_int(symbols, "symbols")
+  }
+  if (!is.null(weights)) { # (only when given: one weight per sequence)
+    args$weights <- weights
   }
   args <- c(args, py_options(list(...)), list(.terms = terms))
   py <- do.call(py_call, args)

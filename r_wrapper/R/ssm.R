@@ -7,7 +7,7 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 500, 
                     progress = FALSE, dataset_col = "dataset", series_col = "series",
                     value_col = "value", checkpoint = NULL, se = FALSE, criterion = "bic",
                     bootstrap = 0, bootstrap_level = 0.95, accel = NULL,
-                    prior = c("fitted", "diffuse")) {
+                    prior = c("fitted", "diffuse"), weights = NULL) {
   one_string(model, "model")
   if (!model %in% c("ar", "local_level")) {
     stop("`model` must be \"ar\" (an AR(p) process plus noise) or \"local_level\" (a random ",
@@ -65,6 +65,9 @@ fit_ssm <- function(data, model = "ar", order = 1, starts = 10, max_iter = 500, 
     # (only then: a call with the default prior is the call without it, so that a
     # checkpoint written before prior existed still resumes)
     args$prior <- prior
+  }
+  if (!is.null(weights)) { # (only when given, as prior: one weight per series)
+    args$weights <- py_weights(weights)
   }
   py <- do.call(py_call, args)
   how <- list(ids = batch$ids, lengths = batch$lengths, labels = batch$labels, model = model,

@@ -7,7 +7,7 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
                      drop_bad_runs = FALSE, strict = FALSE, progress = FALSE,
                      trace_col = "trace", run_col = "run", value_col = "value",
                      checkpoint = NULL, se = FALSE, criterion = "bic", bootstrap = 0,
-                     bootstrap_level = 0.95, accel = NULL) {
+                     bootstrap_level = 0.95, accel = NULL, weights = NULL) {
   checked <- check_orders_grid(orders)
   orders <- checked$orders
   one_string(trace_col, "trace_col")
@@ -29,7 +29,11 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
   }
   cp <- checkpoint_start(checkpoint)
   module <- bulkem_module()
-  batch <- py_tmap_batch(data, trace_col, run_col, value_col)
+  if (!is.null(weights)) {
+    weights <- py_weights(weights)
+  }
+  batch <- py_tmap_batch(data, trace_col, run_col, value_col,
+                         extra = if (is.character(weights)) weights)
   terms <- list(ids = batch$ids, interface = "fit_tmap")
   args <- list( # (evaluated here: R's argument errors are not Python's)
     module$fit, batch$py,
@@ -60,6 +64,9 @@ fit_tmap <- function(data, orders = c(1, 2, 3), starts = 10, max_iter = 100, tol
     accel = accel,
     .terms = terms
   )
+  if (!is.null(weights)) { # (only when given: one weight per run)
+    args$weights <- weights
+  }
   py <- do.call(py_call, args)
   how <- list(ids = batch$ids, labels = batch$labels, orders = orders,
               drop_bad_runs = drop_bad_runs, se = se, criterion = criterion,
@@ -341,7 +348,8 @@ check_run <- function(u, label) {
 # trace ids map back to R ("position", "name" or the codes of a factor or text
 # column), the trace column used, and (data.frame input) each trace's run
 # labels, for the messages.
-py_tmap_batch <- function(data, trace_col, run_col, value_col) {
+# extra: further columns of a data.frame to send (a weight column).
+py_tmap_batch <- function(data, trace_col, run_col, value_col, extra = NULL) {
   if (is.data.frame(data)) {
     if (!trace_col %in% names(data) && identical(trace_col, "trace") &&
       "dataset" %in% names(data)) {
@@ -363,7 +371,8 @@ py_tmap_batch <- function(data, trace_col, run_col, value_col) {
         )
       }
     }
-    frame <- py_hmm_frame(data[, c(trace_col, run_col, value_col), drop = FALSE], FALSE,
+    keep <- unique(c(trace_col, run_col, value_col, intersect(extra, names(data))))
+    frame <- py_hmm_frame(data[, keep, drop = FALSE], FALSE,
       trace_col, run_col, value_col, words = c("trace", "run"))
     frame$trace_col <- trace_col
     return(frame)

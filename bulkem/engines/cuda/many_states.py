@@ -459,7 +459,15 @@ class Pass:
 
 
 def run_fits(job, progress) -> None:
-    """Every fit of a job, one after another, each over the whole GPU (in place; starts drawn)."""
+    """Every fit of a job, one after another, each over the whole GPU (in place; starts drawn).
+
+    A weighted model (``fit(weights=...)``) goes to the bulk kernel: the tiled kernels
+    here have no weights."""
+    if getattr(job.model, "weighted", False):
+        from . import run_fits as bulk_fits
+
+        bulk_fits(job, progress)
+        return
     m = job.model
     N, V = m.n_states, m.K
     lay = m.layout

@@ -79,7 +79,7 @@ class HMMFamily:
         else:
             K = 1
         return HMMModel(em, n_components, int(K), _update(options.get("params", "ste"), em),
-                        own_alphabet=own)
+                        own_alphabet=own, unit_col=options.get("sequence_col", "sequence"))
 
 
 # The most hidden states: a fit's N x N transition matrix, its statistics and N forward

@@ -47,6 +47,12 @@ whole blocks of that many units and adds their sums in the same order, so a
 dataset's fit has the same bits on the CPU whatever its batch, regime or thread
 count (issue 30, bug 9).
 
+Weighted units (``make_chain(weighted=True)``, ``fit(weights=...)``): the batch tuple has a
+fourth item, one weight ``w`` per unit; a unit's posteriors are normalised by ``Z / w``
+(so each of its statistics, on the stack or straight into ``stats``, counts ``w`` times)
+and its log-likelihood is multiplied by ``w``.  Unweighted, ``w`` is 1 exactly: the same
+bits.
+
 An M-step leaves a transition row as it was when no transition out of its
 state is expected (a state occupied only at the sequences' last steps): every
 row then maximises the expected log-likelihood, and the row kept is a
@@ -177,7 +183,8 @@ STACK_SUMS_MAX = 4096
 
 
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
-               update: str = "ste", *, jit_outer=None, local=None, fma=None) -> Pieces:
+               update: str = "ste", *, jit_outer=None, local=None, fma=None,
+               weighted: bool = False) -> Pieces:
     """The driver pieces of a chain with this emission.
 
     Parameters
@@ -208,6 +215,12 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         ``fma(a, b, c)``, ``a * b + c`` rounded once, for operands of one float type
         (:func:`fused_multiply_add`, the CPU); else ``a * b + c`` as written (which the
         GPU's compiler contracts to the same).
+    weighted : bool
+        Each unit has a weight ``w`` (the batch tuple's fourth item, one per unit,
+        ``HMMModel.weighted``): its posteriors are scaled by ``w`` where they are normalised
+        (so its statistics count ``w`` times), its log-likelihood is multiplied by ``w``,
+        and the M-step's start probabilities divide by the summed weights, not the number
+        of units.  Unweighted, the scale is 1 exactly: the same bits.
     """
     N, K = layout.N, layout.K
     PT, PE = layout.p_trans, layout.p_emit
@@ -297,7 +310,26 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
 
     settle_f = jit(settle)
 
-    def unit(x, a0, T, work, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf):
+    if weighted:
+        def unit_weight(data, u):
+            return np.float64(data[3][u])
+
+        def start_mass(stats, n):  # the units' summed weights: sum_i gamma_0(i) w
+            m = 0.0
+            for i in range(N):
+                m += stats[P + i]
+            return m
+    else:
+        def unit_weight(data, u):
+            return 1.0
+
+        def start_mass(stats, n):
+            return n
+
+    weight_f, start_mass_f = jit(unit_weight), jit(start_mass)
+
+    def unit(x, a0, T, work, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf, wt):
+        # The unit's statistics (the posteriors, normalised by wt / Z) count wt times.
         # forward: a = alpha_t 2^-R (R the exponents taken out so far), stored in
         # buf[t N:(t + 1) N]; the normalisation of a step is not waited for by the next
         NT = N * T
@@ -339,7 +371,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         z = CAST(buf[t * N]) * b[0]
         for i in range(1, N):
             z = fma(CAST(buf[t * N + i]), b[i], z)
-        inv = ONE / z
+        inv = wt / z
         for i in range(N):
             g = np.float64(CAST(buf[t * N + i]) * b[i] * inv)
             oc[oo + i] += g
@@ -363,7 +395,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             z = CAST(buf[t * N]) * b[0]
             for i in range(1, N):
                 z = fma(CAST(buf[t * N + i]), b[i], z)
-            inv = ONE / z
+            inv = wt / z
             for i in range(N):
                 ai = CAST(buf[t * N + i]) * inv
                 for j in range(N):  # xi_t(i, j) / A_ij (A_ij is applied once per block)
@@ -392,7 +424,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
 
     if STACK_VEC and STACK_SUMS:
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
-            x, units, block = data  # block: Tuning.wide_cpu_chunk_units
+            x, units, block = data[0], data[1], data[2]  # block: Tuning.wide_cpu_chunk_units
             a, e, b, nb = vector(), vector(), vector(), vector()
             xs, oc, st, es = sums_nn(), sums_n(), sums_n(), sums_e()
             for k in range(N * N):
@@ -408,8 +440,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             u = lo
             while u < hi:
                 a0 = units[u]
-                part += unit_f(x, a0, units[u + 1] - a0, work, xs, 0, oc, 0, st, 0, es, 0,
-                               a, e, b, nb, buf)
+                w = weight_f(data, u)
+                part += w * unit_f(x, a0, units[u + 1] - a0, work, xs, 0, oc, 0, st, 0, es, 0,
+                                   a, e, b, nb, buf, CAST(w))
                 for k in range(N):  # the unit's sums into the block's
                     stats[k] += st[k]
                     st[k] = 0.0
@@ -431,7 +464,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             return ll
     else:
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
-            x, units, block = data  # block: Tuning.wide_cpu_chunk_units
+            x, units, block = data[0], data[1], data[2]  # block: Tuning.wide_cpu_chunk_units
             if STACK_VEC:
                 a, e, b, nb = vector(), vector(), vector(), vector()
             else:
@@ -445,8 +478,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             u = lo
             while u < hi:
                 a0 = units[u]
-                part += unit_f(x, a0, units[u + 1] - a0, work, stats, PT, stats, SO, stats, 0,
-                               stats, SE, a, e, b, nb, buf)
+                w = weight_f(data, u)
+                part += w * unit_f(x, a0, units[u + 1] - a0, work, stats, PT, stats, SO, stats,
+                                   0, stats, SE, a, e, b, nb, buf, CAST(w))
                 u += step
                 n += 1
                 if n == block or u >= hi:
@@ -464,8 +498,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             if not stats[P + SO + i] >= MIN_MASS:
                 return COLLAPSE
         if UP_START:
+            m = start_mass_f(stats, n)
             for i in range(N):
-                params[i] = stats[P + i] / n
+                params[i] = stats[P + i] / m
         if UP_TRANS:
             for i in range(N):
                 den = stats[P + SO + i]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...data import Packed, Ragged
-from ...data.units import by_dataset, counts, flagged, pack_units
+from ...data.units import HMM_WORDS, Words, by_dataset, counts, flagged, pack_units
 from ...fitting import starts
 from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
@@ -18,6 +19,7 @@ from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
 from .chain import ChainLayout, fused_multiply_add, make_chain, stack_vector
 from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
+from .weights import unit_weights, weight_problems, with_column
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,14 @@ class HMMModel(Model):
         own symbols ``0 .. max`` (hmmlearn's ``X.max() + 1``), not the batch's
         ``K``: its starts weigh no larger symbol and its free parameters count
         its own (so its fit is the same whatever the batch).
+    weighted : bool
+        Each sequence has a weight (``fit(weights=...)``): its log-likelihood and its
+        statistics count that many times.  The weight is the packed values' last column,
+        repeated on each of the sequence's rows (so it travels with the sequence wherever
+        the datasets are split, chunked or reordered), and one per unit after the offsets
+        in the kernels' batch tuple, ``(x, units, block, w)`` (:func:`.chain.make_chain`).
+    unit_col : str
+        The DataFrame column of the units (``sequence_col``), for a weight column.
     """
 
     emission: Emission
@@ -52,6 +62,8 @@ class HMMModel(Model):
     update: str = "ste"
     own_alphabet: bool = False
     tuning: Tuning = DEFAULT
+    weighted: bool = False
+    unit_col: str = "sequence"
 
     name = "hmm"
     component_label = "state"
@@ -73,6 +85,8 @@ class HMMModel(Model):
     # and the name of the states' axis.
     chain_blocks: ClassVar[tuple] = (("startprob", "simplex"), ("transmat", "simplex"))
     state_axis: ClassVar[str] = "state"
+    weight_unit: ClassVar[str | None] = "sequence"
+    words: ClassVar[Words] = HMM_WORDS  # what the messages call datasets and units
 
     def layout_for(self, K: int) -> Layout:
         """The parameter blocks with ``K`` symbols (dimensions): startprob, transmat (row =
@@ -98,7 +112,11 @@ class HMMModel(Model):
     @property
     def key(self) -> tuple:
         return (self.name, self.emission.name, self.n_states, self.K, self.update,
-                self.terminating, self.tuning.key())
+                self.terminating, self.tuning.key()) + self._weighted_key
+
+    @property
+    def _weighted_key(self) -> tuple:
+        return ("weighted",) if self.weighted else ()
 
     @property
     def n_components(self) -> int:
@@ -163,15 +181,65 @@ class HMMModel(Model):
         # and per-unit sums on the stack, its products fused (see make_chain)
         if target.name != "cpu":
             return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
-                              self.update)
+                              self.update, weighted=self.weighted)
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
                           self.update, jit_outer=kernel(), local=stack_vector,
-                          fma=fused_multiply_add())
+                          fma=fused_multiply_add(), weighted=self.weighted)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""
         item = 8 if np.dtype(dtype) == np.float64 else 8 + np.dtype(dtype).itemsize
         return item + 8
+
+    # --- weights --------------------------------------------------------------------------
+
+    def with_weights(self) -> HMMModel:
+        return dataclasses.replace(self, weighted=True)
+
+    @property
+    def unweighted(self) -> HMMModel:
+        """This model without weights (scoring, decoding and sampling new sequences)."""
+        return dataclasses.replace(self, weighted=False) if self.weighted else self
+
+    def attach_weights(self, pairs: list, weights, datasets, dataset_col: str) -> list:
+        """``(identifier, sequences)`` pairs with each sequence's weight as its last column
+        (:mod:`.weights`; sequences of weight 0 left out); a ValueError where the weights do
+        not line up with the datasets."""
+        if (isinstance(weights, str) and self.emission.name == "gaussian"
+                and isinstance(datasets, pd.DataFrame) and "value" not in datasets.columns
+                and weights in datasets.columns
+                and len(datasets.columns) - 2 == self.K):  # (every column but the keys)
+            raise ValueError(f"weights={weights!r} was read as a dimension of the Gaussian "
+                             "emission too (every column but the dataset and sequence "
+                             "columns is one when no column is called 'value'); name the "
+                             "value columns with value_col=[...].")
+        ws = unit_weights(pairs, weights, datasets, dataset_col, self.unit_col, self.words)
+        return [(ident, with_column(units, w))
+                for (ident, units), w in zip(pairs, ws, strict=True)]
+
+    def split(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Packed values (a batch's or a sequence's) -> ``(values, weights)``: the weights,
+        the last column, apart (views); ``(values, None)`` for an unweighted model."""
+        if not self.weighted:
+            return values, None
+        x = values[:, :-1] if self.emission.name == "gaussian" else values[:, 0]
+        return x, values[:, -1]
+
+    def unit_values(self, data: Ragged) -> Ragged:
+        """``data`` without the weights (the values as an unweighted model packs them)."""
+        if not self.weighted:
+            return data
+        return Ragged(np.ascontiguousarray(self.split(data.values)[0]), data.units,
+                      data.groups)
+
+    def weight_sums(self, packed: Packed) -> np.ndarray:
+        """Each valid dataset's sum over its sequences of weight x observed (not missing)
+        steps: BIC's number of observations (``summary.sum_weights``)."""
+        from ..mixture.model import segment_sums
+
+        x, w = self.split(packed.data.values)
+        seen = ~np.isnan(_rows(x)).any(axis=1)
+        return segment_sums(np.where(seen, w, 0.0), packed.data.value_offsets)
 
     # --- data -----------------------------------------------------------------------------
 
@@ -183,10 +251,20 @@ class HMMModel(Model):
 
         ``whole=False`` checks the sequences alone, not whether the dataset has
         enough observations to fit (for scoring and decoding new sequences).
+        Weighted: each sequence has its weight as its last column; a NaN, infinite or
+        negative one is a problem.
         """
         problems = []
+        numbers = range(len(units))
+        if self.weighted:
+            numbers = getattr(units, "numbers", np.arange(len(units)))
+            seen = np.array([len(u) > 0 for u in units], dtype=bool)
+            w = np.array([u[0, -1] for u in units if len(u)], dtype=np.float64)
+            problems.append(weight_problems(w, np.asarray(numbers)[seen], self.words.unit))
+            problems = [p for p in problems if p]
+            units = [self.split(np.asarray(u))[0] for u in units]
         n_obs = 0
-        for k, u in enumerate(units):
+        for k, u in zip(numbers, units, strict=True):
             n = len(u)
             if n == 0:
                 problems.append(f"sequence {k} is empty")
@@ -219,7 +297,7 @@ class HMMModel(Model):
                                     f"{MAX_COUNT:.0f} (first: {big[0]:g}), beyond the integers "
                                     "that float64 holds exactly; scale the counts down")
         if not units:
-            problems.append("no sequences")
+            problems.append("no sequences" + (" of positive weight" if self.weighted else ""))
         elif whole and n_obs < self.n_states:
             problems.append(f"too short: {n_obs} observations (not missing), at least "
                             f"{self.n_states} needed for this number of states")
@@ -228,16 +306,22 @@ class HMMModel(Model):
     def pack(self, pairs: list) -> Packed:
         """Validate ``(identifier, list of sequences)`` pairs and pack the valid datasets
         (:meth:`check` runs only on the datasets that one vectorised pass flags)."""
-        return pack_units(pairs, self.check, self.values_per_obs(), screen=self._screen,
-                          observed=lambda v: ~np.isnan(v.reshape(len(v), -1)).any(axis=1))
+        def observed(v):
+            return ~np.isnan(_rows(self.split(v)[0])).any(axis=1)
+
+        return pack_units(pairs, self.check, self.values_per_obs() + self.weighted,
+                          screen=self._screen, observed=observed)
 
     def _screen(self, values: np.ndarray, lengths: np.ndarray, n_units: np.ndarray
                 ) -> np.ndarray:
         """The datasets :meth:`check` could fault, from every value at once."""
-        x = values.reshape(len(values), -1)
+        values, w = self.split(values)
+        x = _rows(values)
         with np.errstate(invalid="ignore"):
             missing = np.isnan(x).any(axis=1)
             bad = np.isinf(x).any(axis=1)
+            if w is not None:
+                bad |= ~(w >= 0) | np.isinf(w)
             v = np.where(missing, 0.0, x[:, 0])
             if self.emission.name == "categorical":
                 bad |= (v < 0) | (v >= self.K) | (v != np.round(v))
@@ -250,20 +334,28 @@ class HMMModel(Model):
 
     def kernel_data(self, data: Ragged, constants: bool = True
                     ) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The kernels' batch tuple ``(x, units, block)``, item (sequence) offsets, constants.
+        """The kernels' batch tuple ``(x, units, block)`` (weighted: ``(x, units, block, w)``,
+        ``w`` one weight per unit), item (sequence) offsets, constants.
 
         The constant of a dataset is the part of its log-likelihood that no
         parameter changes: for Poisson emissions the sum of
-        :func:`~.emissions.poisson_const` (``-log(x!)`` but for huge counts), else 0
-        (and 0 with ``constants=False``, for an engine that has them already).
+        :func:`~.emissions.poisson_const` (``-log(x!)`` but for huge counts; weighted,
+        each times its sequence's weight), else 0 (and 0 with ``constants=False``, for an
+        engine that has them already).
         """
-        x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
+        values, w = self.split(data.values)
+        x = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
-        if constants and self.emission.name == "poisson" and len(data.values):
-            v = data.values.reshape(-1)
+        if constants and self.emission.name == "poisson" and len(values):
+            v = values.reshape(-1)
             c = poisson_const(np.where(np.isnan(v), 0.0, v))  # (a missing step: 0)
+            if w is not None:
+                c = c * w
             const = np.add.reduceat(c, data.value_offsets[:-1])
-        return (x, data.units, self.tuning.wide_cpu_chunk_units), data.groups, const
+        batch = (x, data.units, self.tuning.wide_cpu_chunk_units)
+        if w is not None:  # (a valid dataset's sequences are not empty: a row each)
+            batch += (np.ascontiguousarray(w[data.units[:-1]]),)
+        return batch, data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
 
@@ -273,8 +365,10 @@ class HMMModel(Model):
         def draw(fit_ds, fit_start, out):
             if out is None:
                 out = np.empty((len(fit_ds), self.n_params))
-            draws.draw(self, data, keys, seed, method, fit_ds, fit_start, out)
+            draws.draw(self, plain, keys, seed, method, fit_ds, fit_start, out)
             return out
+
+        plain = self.unit_values(data)  # (weights: the starts draw values alike)
 
         return starts.StartPlan(draw, user)
 
@@ -342,3 +436,6 @@ class HMMModel(Model):
         return pd.DataFrame(cols)
 
 
+def _rows(values: np.ndarray) -> np.ndarray:
+    """Values as rows, one per observation (a 1-D array: one column)."""
+    return values[:, None] if values.ndim == 1 else values

@@ -39,7 +39,11 @@ moments of each step kept in the lane's buffer), then the
 Rauch-Tung-Striebel smoother backward with the lag-one covariances
 (:func:`bulkem.models.ssm.kalman.make_kalman`: the same per-step functions
 as :func:`bulkem.kalman_loglik`), and sums the expected sufficient
-statistics of Shumway and Stoffer (1982).
+statistics of Shumway and Stoffer (1982).  A weighted model
+(``fit(weights=...)``, one weight ``w >= 0`` per series) counts each series
+``w`` times: its log-likelihood, its share of the statistics and of the
+totals below are multiplied by ``w`` (and the M-step's number of series
+``n`` is the weights' sum).
 
 M-step (float64, closed form):
 
@@ -66,8 +70,10 @@ Layouts of one fit (``P`` the state dimension, ``PP = P * P``):
   state_var, obs_var`` (diffuse: ``state_var, obs_var``);
 * work: the model's ``F (PP), H (P), Q (PP), R (1), m0 (P), P0 (PP)``;
 * tot: observed steps, transitions (steps - 1; diffuse: from the first
-  observed step) of the fit's series;
-* stats: ``n_obs, n_trans`` (from tot), the M-step's scratch, then the sums
+  observed step) of the fit's series; weighted: each times its series' weight,
+  then the weights' sum;
+* stats: ``n_obs, n_trans`` (from tot; weighted, then the weights' sum), the
+  M-step's scratch, then the sums
   from ``first_stat``: ``sum E[(y - z)^2]`` and, AR: ``c00 = sum E[z_{t+1}^2]``,
   ``c10 = sum E[z_{t+1} x_t] (P)``, ``C11 = sum E[x_t x_t'] (PP)`` over
   transitions, ``S11 = sum E[x_1 x_1'] (PP)`` over series; local level:
@@ -98,6 +104,7 @@ class EMLayout(NamedTuple):
     family: str
     P: int  # state dimension: the AR order, 1 for the local level
     diffuse: bool = False  # local level: the exact diffuse prior (no level0)
+    weighted: bool = False  # one weight per series (the batch tuple's third array)
 
     @property
     def kind(self) -> int:
@@ -144,8 +151,13 @@ class EMLayout(NamedTuple):
         return n1 * n1 + 3 * n1 + 4 * P * P + 6 * P if self.family == AR else 0
 
     @property
+    def n_totals(self) -> int:
+        """``tot``, and the statistics copied from it before the M-step's scratch."""
+        return 3 if self.weighted else 2
+
+    @property
     def first_stat(self) -> int:
-        return 2 + self.n_mscratch
+        return self.n_totals + self.n_mscratch
 
     @property
     def n_stats(self) -> int:
@@ -154,8 +166,8 @@ class EMLayout(NamedTuple):
         return self.first_stat + extra
 
     def sizes(self) -> Sizes:
-        return Sizes(params=self.n_params, stats=self.n_stats, totals=2, coef=self.n_coef,
-                     work=self.w_offsets[-1], scratch=self.n_scratch,
+        return Sizes(params=self.n_params, stats=self.n_stats, totals=self.n_totals,
+                     coef=self.n_coef, work=self.w_offsets[-1], scratch=self.n_scratch,
                      buf_per_len=self.P + self.P * self.P)
 
 
@@ -385,6 +397,8 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
         raise ValueError("state-space EM runs in float64 only")
     IS_AR = layout.family == AR
     DIFFUSE = bool(layout.diffuse)
+    WEIGHTED = bool(layout.weighted)
+    NT = layout.n_totals
     if DIFFUSE and IS_AR:
         raise ValueError("the exact diffuse prior is for the local level; the AR family's "
                          "prior is the stationary law")
@@ -410,12 +424,31 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
     stationary, acov, prior, chol, chol_solve = make_ar_math(P, jit, outer)
     oG, oC, oD, oPhi = (ms_offsets(P)[k] for k in (7, 10, 11, 12))
 
+    if WEIGHTED:
+        def weight(data, u):
+            """Series ``u``'s weight (the batch tuple's third array)."""
+            return data[2][u]
+
+        def count(stats, n):
+            """The M-step's number of series: the weights' sum (from :func:`complete`)."""
+            return stats[2]
+    else:
+        def weight(data, u):
+            return 1.0
+
+        def count(stats, n):
+            return n
+
+    weight_f, count_f = jit(weight), jit(count)
+
     def setup(data, lo, hi, step, tot):
-        y, units = data
+        y = data[0]
+        units = data[1]
         u = lo
         while u < hi:
             a0 = units[u]
             n = units[u + 1] - a0
+            w = weight_f(data, u)
             seen = 0
             first = n
             for t in range(n):
@@ -423,10 +456,12 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
                     seen += 1
                     if first == n:
                         first = t
-            tot[0] += seen
+            tot[0] += w * seen
             # diffuse: the transitions from the first observed step on (the steps before it
             # carry no information under a flat prior)
-            tot[1] += n - 1 - first if DIFFUSE else n - 1
+            tot[1] += w * (n - 1 - first if DIFFUSE else n - 1)
+            if WEIGHTED:
+                tot[2] += w
             u += step
 
     def fill_work(work, a, s2, r, m0, p0):
@@ -486,7 +521,8 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
                 work[WP + i * P + j] = 1.0 if i == j else 0.0
         return math.nan
 
-    def series(y, a0, T, work, stats, sc, buf):
+    def series(y, a0, T, w, work, stats, sc, buf):
+        """One series' log-likelihood; adds its statistics times ``w`` to ``stats``."""
         F = work[WF:WF + PP]
         H = work[WH:WH + P]
         Q = work[WQ:WQ + PP]
@@ -541,7 +577,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
             v = y[a0 + t]
             if v == v:
                 d = v - ms[0]
-                stats[SOBS] += d * d + Ps[0]
+                stats[SOBS] += w * (d * d + Ps[0])
             if t == 0:
                 break
             t -= 1
@@ -557,40 +593,44 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
             if not smooth_step(F, mf, Pf, mp, Pp, ms, Ps, lag, G, Tm, T2):
                 return math.nan
             if IS_AR:
-                stats[SA] += v1 + z1 * z1
+                stats[SA] += w * (v1 + z1 * z1)
                 for j in range(P):
-                    stats[SC10 + j] += lag[j] + z1 * ms[j]
+                    stats[SC10 + j] += w * (lag[j] + z1 * ms[j])
                 for i in range(P):
                     for j in range(P):
-                        stats[SC11 + i * P + j] += Ps[i * P + j] + ms[i] * ms[j]
+                        stats[SC11 + i * P + j] += w * (Ps[i * P + j] + ms[i] * ms[j])
             else:
                 d = z1 - ms[0]
-                stats[SA] += v1 + Ps[0] - 2.0 * lag[0] + d * d
+                stats[SA] += w * (v1 + Ps[0] - 2.0 * lag[0] + d * d)
         if IS_AR:  # the first state
             for i in range(P):
                 for j in range(P):
-                    stats[SS11 + i * P + j] += Ps[i * P + j] + ms[i] * ms[j]
+                    stats[SS11 + i * P + j] += w * (Ps[i * P + j] + ms[i] * ms[j])
         elif not DIFFUSE:
             d = ms[0] - work[WM]
-            stats[SA + 1] += d
-            stats[SA + 2] += d * d + Ps[0]
+            stats[SA + 1] += w * d
+            stats[SA + 2] += w * (d * d + Ps[0])
         return ll
 
     series_f = outer(series)
 
     def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
-        y, units = data
+        y = data[0]
+        units = data[1]
         ll = 0.0
         u = lo
         while u < hi:
             a0 = units[u]
-            ll += series_f(y, a0, units[u + 1] - a0, work, stats, scratch, buf)
+            w = weight_f(data, u)
+            ll += w * series_f(y, a0, units[u + 1] - a0, w, work, stats, scratch, buf)
             u += step
         return ll
 
     def complete(data, stats, tot):
         stats[0] = tot[0]
         stats[1] = tot[1]
+        if WEIGHTED:
+            stats[2] = tot[2]
 
     def ssr(a, c00, stats):
         """sum E[(z_{t+1} - a' x_t)^2] over transitions."""
@@ -605,7 +645,8 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
 
     ssr_f = jit(ssr)
 
-    def mstep(data, stats, params, n, reg):
+    def mstep(data, stats, params, n_items, reg):
+        n = count_f(stats, n_items)  # series (weighted: the weights' sum)
         n_obs = stats[0]
         n_trans = stats[1]
         r = stats[SOBS] / n_obs if n_obs > 0.0 else math.nan
@@ -621,7 +662,7 @@ def make_pieces(layout: EMLayout, dtype, jit, jit_outer=None, *,
             params[1] = q
             params[2] = r
             return 0 if q > 0.0 and r > 0.0 and math.isfinite(q + r + params[0]) else BAD
-        ws = stats[2:FIRST]
+        ws = stats[NT:FIRST]
         S11 = stats[SS11:SS11 + PP]
         c00 = stats[SA]
         s2 = params[P]

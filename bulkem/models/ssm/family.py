@@ -76,9 +76,10 @@ class SSMFamily:
 
     def model(self, pairs: list, n_components: int, options: dict) -> SSMModel:
         """The :class:`SSMModel` for these options (``n_components`` is not used)."""
+        series_col = options.get("series_col", "series")
         if self.name == AR:
-            return SSMModel(self.name, _order(options))
-        return SSMModel(self.name, 1, prior=_prior(options))
+            return SSMModel(self.name, _order(options), series_col=series_col)
+        return SSMModel(self.name, 1, prior=_prior(options), series_col=series_col)
 
 
 def _prior(options: dict) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -14,6 +15,7 @@ from ...fitting import starts
 from ...tuning import DEFAULT, DEGENERATE_PARAM, Tuning
 from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
+from . import weights as series_weights
 from .em import AR, LOCAL_LEVEL, EMLayout, make_pieces
 from .statespace import StateSpace
 
@@ -93,8 +95,9 @@ class SSMModel(Model):
 
     The items the lanes of a fit split are the dataset's series.  The
     kernels' batch data is ``(y, units)``: every series' values (NaN:
-    missing) and the series' offsets into them.  See :mod:`.em` for the
-    model, its prior and the E- and M-steps.
+    missing) and the series' offsets into them; weighted, ``(y, units, w)``
+    with one weight per series.  See :mod:`.em` for the model, its prior and
+    the E- and M-steps.
 
     Attributes
     ----------
@@ -106,12 +109,20 @@ class SSMModel(Model):
         ``level0`` fitted, or the exact diffuse prior (a flat one: no ``level0``; see
         :mod:`.em`).  The AR family's prior is the stationary law ("fitted": nothing to
         choose).  Only "diffuse" changes :attr:`key` (a compiled variant of its own).
+    weighted : bool
+        One weight per series (``fit(weights=...)``): its log-likelihood and its share of
+        the statistics count that many times (:mod:`.weights`, :mod:`.em`).
+    series_col : str
+        The series column of a DataFrame input (read again for a weight column); not part
+        of the model.
     """
 
     family: str
     order: int = 1
     tuning: Tuning = DEFAULT
     prior: str = FITTED
+    weighted: bool = False
+    series_col: str = field(default="series", compare=False, repr=False)
 
     component_label = "parameter"
     status_reasons = {
@@ -138,12 +149,12 @@ class SSMModel(Model):
 
     @property
     def layout(self) -> EMLayout:
-        return EMLayout(self.family, self.order, self.diffuse)
+        return EMLayout(self.family, self.order, self.diffuse, self.weighted)
 
     @property
     def key(self) -> tuple:
-        base = ("ssm", self.family, self.order, self.tuning.key())
-        return base + (DIFFUSE,) if self.diffuse else base  # (the default's key as it was)
+        key = ("ssm", self.family, self.order, self.tuning.key())  # (the default's as it was)
+        return key + (DIFFUSE,) * self.diffuse + ("weighted",) * self.weighted
 
     @property
     def params_layout(self) -> Layout:
@@ -186,8 +197,28 @@ class SSMModel(Model):
                            max_halvings=self.tuning.ssm_ar_max_halvings)
 
     def bytes_per_value(self, dtype) -> int:
-        """Bytes of kernel data per stored value, and per value's share of the offsets."""
-        return 16
+        """Bytes of kernel data per stored value, and per value's share of the offsets (and
+        of the series' weights)."""
+        return 16 + 8 * self.weighted
+
+    # --- weights --------------------------------------------------------------------------
+
+    weight_unit = "series"
+
+    def with_weights(self) -> SSMModel:
+        """This model with one weight per series."""
+        return dataclasses.replace(self, weighted=True)
+
+    def attach_weights(self, pairs: list, weights, datasets, dataset_col: str) -> list:
+        """The pairs with each dataset's series weights attached, series of weight 0 left
+        out (:func:`.weights.attach_weights`)."""
+        return series_weights.attach_weights(pairs, weights, datasets, dataset_col,
+                                             self.series_col)
+
+    def weight_sums(self, packed: Packed) -> np.ndarray:
+        """Each valid dataset's sum over its series of weight times observed steps (BIC's
+        number of observations)."""
+        return series_weights.weight_sums(packed.data)
 
     # --- data -----------------------------------------------------------------------------
 
@@ -195,11 +226,17 @@ class SSMModel(Model):
         return 1
 
     def check(self, units: list) -> str | None:
-        """Every problem of one dataset (a list of series), or None."""
+        """Every problem of one dataset (a list of series; weighted, a
+        :class:`.weights.SeriesList`), or None."""
         problems = []
+        w = getattr(units, "weights", None)
+        numbers = getattr(units, "numbers", range(len(units)))  # (as given: for the messages)
+        why = None if w is None else series_weights.weight_problems(w, numbers)
+        if why:
+            problems.append(why)
         p = self.order
         seen = []
-        for k, u in enumerate(units):
+        for k, u in zip(numbers, units, strict=True):
             n = len(u)
             if n < p or n == 0:
                 problems.append(f"series {k} is too short: {n} steps, at least {max(p, 1)} "
@@ -216,7 +253,7 @@ class SSMModel(Model):
                 continue
             seen.append(obs)
         if not units:
-            problems.append("no series")
+            problems.append("no series" if w is None else "no series of weight above 0")
         if not problems:
             obs = np.concatenate(seen)
             if self.family == AR and not np.any(obs != 0.0):
@@ -241,10 +278,21 @@ class SSMModel(Model):
     def pack(self, pairs: list) -> Packed:
         """Validate ``(identifier, list of series)`` pairs and pack the valid datasets.
 
-        ``n_obs`` counts the observed (not missing) steps.
+        ``n_obs`` counts the observed (not missing) steps.  Weighted: each dataset a
+        :class:`.weights.SeriesList`, packed in a :class:`.weights.WeightedRagged`.
         """
-        return pack_units(pairs, self.check, 1, observed=lambda v: ~np.isnan(v),
-                          screen=self._screen)
+        if not self.weighted:
+            return pack_units(pairs, self.check, 1, observed=lambda v: ~np.isnan(v),
+                              screen=self._screen)
+        bad = np.array([series_weights.weight_problems(us.weights, us.numbers) is not None
+                        for _, us in pairs], dtype=bool)
+        packed = pack_units(pairs, self.check, 1, observed=lambda v: ~np.isnan(v),
+                            screen=lambda *a: self._screen(*a) | bad)
+        d = packed.data
+        w = [pairs[k][1].weights for k in packed.valid]
+        packed.data = series_weights.WeightedRagged(
+            d.values, d.units, d.groups, weights=np.concatenate(w) if w else np.empty(0))
+        return packed
 
     def _screen(self, values: np.ndarray, lengths: np.ndarray, n_units: np.ndarray
                 ) -> np.ndarray:
@@ -278,8 +326,12 @@ class SSMModel(Model):
         return out | (big > SCALE_MAX)
 
     def kernel_data(self, data: Ragged) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The kernels' batch tuple ``(y, units)``, item (series) offsets, constants (0)."""
+        """The kernels' batch tuple ``(y, units)`` (weighted: ``(y, units, w)``, ``data`` a
+        :class:`.weights.WeightedRagged`), item (series) offsets, constants (0)."""
         y = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
+        if self.weighted:
+            w = np.ascontiguousarray(data.weights, dtype=np.float64)
+            return (y, data.units, w), data.groups, np.zeros(data.n_datasets)
         return (y, data.units), data.groups, np.zeros(data.n_datasets)
 
     # --- starts ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ...data.units import UnitArrays, Words, is_unit_list, read_units
+from ...data.units import UnitArrays, is_unit_list, read_units
 from ..hmm import MAX_STATES as MAX_BRANCHES
 from .model import TMAPModel
 from .process import empirical_moments, moments, simulate
@@ -30,7 +30,7 @@ PAPER_ORDERS = (1, 2, 3)
 # order r costs about log10(r) of float64's 16 digits, which the EM's likelihood changes need
 # (orders of 2^40 left no digit: every start fell by more than rounding).
 MAX_ORDER = 10_000
-WORDS = Words("trace", "run", "run_col")
+WORDS = TMAPModel.words
 
 
 class TMAPFamily:
@@ -97,7 +97,7 @@ class TMAPFamily:
         drop = options.get("drop_bad_runs", False)
         if not isinstance(drop, bool):
             raise TypeError(f"drop_bad_runs must be True or False; got {drop!r}.")
-        return TMAPModel.of(tuple(orders), drop)
+        return TMAPModel.of(tuple(orders), drop, options.get("run_col", "run"))
 
 
 TMAP = TMAPFamily()

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
 from ...data import Packed, Ragged
-from ...data.units import UnitArrays
+from ...data.units import UnitArrays, Words
 from ...fitting import starts
 from ...tuning import DEGENERATE_COLLAPSE, DEGENERATE_PARAM
 from ..base import init_blocks
 from ..hmm.model import HMMModel
+from ..hmm.weights import unit_weights, weight_problems
 from . import draws
 from .erlang import erlang
 
@@ -31,9 +33,19 @@ ROW_SUM_SLACK = 1e-9
 MAX_LISTED = 3  # bad runs named in a trace's message (then how many in all)
 
 
+class WeightedRuns(NamedTuple):
+    """A trace's runs with one weight per run (``fit(weights=...)``), as
+    :meth:`TMAPModel.attach_weights` gives them to the weighted model's ``pack``."""
+
+    values: np.ndarray
+    lengths: np.ndarray
+    weights: np.ndarray
+
+
 def _as_arrays(runs) -> tuple[np.ndarray, np.ndarray]:
-    """A trace's runs (a list of 1-D arrays or :class:`UnitArrays`) -> (values, lengths)."""
-    if isinstance(runs, UnitArrays):
+    """A trace's runs (a list of 1-D arrays, :class:`UnitArrays` or :class:`WeightedRuns`)
+    -> (values, lengths)."""
+    if isinstance(runs, (UnitArrays, WeightedRuns)):
         return np.asarray(runs.values, np.float64), np.asarray(runs.lengths, np.int64)
     lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
     values = np.concatenate(runs) if len(runs) else np.empty(0)
@@ -61,19 +73,21 @@ def _bad_runs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.flatnonzero(out)
 
 
-def _run_messages(values, lengths, which) -> list[str]:
-    """What is wrong with each of the runs ``which`` of a trace."""
+def _run_messages(values, lengths, which, numbers=None) -> list[str]:
+    """What is wrong with each of the runs ``which`` of a trace (named by ``numbers[k]``, their
+    input positions where runs were left out, else by ``k``)."""
     ends = np.cumsum(lengths)
     out = []
     for k in which:
         n = int(lengths[k])
+        name = k if numbers is None else int(numbers[k])
         if n == 0:
-            out.append(f"run {k} is empty")
+            out.append(f"run {name} is empty")
             continue
         u = values[ends[k] - n:ends[k]]
         wrong = ~(np.isfinite(u) & (u > 0))
-        out.append(f"run {k}: {int(wrong.sum())} of {n} values are not positive and finite "
-                   f"(first: {u[wrong][0]:g})")
+        out.append(f"run {name}: {int(wrong.sum())} of {n} values are not positive and "
+                   f"finite (first: {u[wrong][0]:g})")
     return out
 
 
@@ -105,6 +119,9 @@ class TMAPModel(HMMModel):
     drop_bad_runs : bool
         Drop runs with values that are not positive and finite (and empty
         runs) instead of making their trace ``invalid_data``.
+
+    Weighted (``weighted``, ``fit(weights=...)``): one weight per run, the packed values'
+    last column (as :class:`HMMModel`'s per sequence); runs of weight 0 are left out.
     """
 
     orders: tuple = (1, 2, 3)
@@ -122,17 +139,20 @@ class TMAPModel(HMMModel):
     keyed_starts = False  # keyed by the run lengths (draws.trace_keys)
     chain_blocks = (("alpha", "simplex"), ("pi", "substochastic"))
     state_axis = "branch"
+    weight_unit = "run"
+    words = Words("trace", "run", "run_col")
 
     @classmethod
-    def of(cls, orders: tuple[int, ...], drop_bad_runs: bool = False) -> TMAPModel:
+    def of(cls, orders: tuple[int, ...], drop_bad_runs: bool = False,
+           unit_col: str = "run") -> TMAPModel:
         """The model of these branch orders."""
         orders = tuple(int(r) for r in orders)
         return cls(erlang(orders), len(orders), 1, "ste", orders=orders,
-                   drop_bad_runs=bool(drop_bad_runs))
+                   drop_bad_runs=bool(drop_bad_runs), unit_col=unit_col)
 
     @property
     def key(self) -> tuple:
-        return (self.name, self.orders, self.tuning.key())
+        return (self.name, self.orders, self.tuning.key()) + self._weighted_key
 
     @property
     def n_dims(self) -> int:
@@ -148,6 +168,20 @@ class TMAPModel(HMMModel):
 
     # --- data -----------------------------------------------------------------------------
 
+    def attach_weights(self, pairs: list, weights, datasets, dataset_col: str) -> list:
+        """``(identifier, WeightedRuns)`` pairs: each trace's runs with one weight per run
+        (:func:`bulkem.models.hmm.weights.unit_weights`); a ValueError where the weights do
+        not line up with the traces."""
+        if (dataset_col == "dataset" and hasattr(datasets, "columns")
+                and "dataset" not in datasets.columns and "trace" in datasets.columns):
+            dataset_col = "trace"  # (as TMAPFamily.read)
+        if (len(pairs) == 1 and isinstance(weights, (list, tuple, np.ndarray))
+                and len(weights) > 1 and all(np.isscalar(v) for v in weights)):
+            weights = [weights]  # one trace's run weights (as its runs: a list of runs)
+        ws = unit_weights(pairs, weights, datasets, dataset_col, self.unit_col, self.words)
+        return [(ident, WeightedRuns(*_as_arrays(runs), w))
+                for (ident, runs), w in zip(pairs, ws, strict=True)]
+
     def run_problem(self, k: int, u: np.ndarray) -> str | None:
         """What is wrong with run ``k`` (empty, or values not positive and finite), or None."""
         u = np.asarray(u, np.float64).reshape(-1)
@@ -160,10 +194,10 @@ class TMAPModel(HMMModel):
         values, lengths = _as_arrays(units)
         return self._check(values, lengths, _bad_runs(values, lengths))
 
-    def _check(self, values, lengths, bad) -> str | None:
+    def _check(self, values, lengths, bad, numbers=None) -> str | None:
         problems = []
         if len(bad):
-            problems = _run_messages(values, lengths, bad[:MAX_LISTED])
+            problems = _run_messages(values, lengths, bad[:MAX_LISTED], numbers)
             if len(bad) > MAX_LISTED:
                 problems.append(f"{len(bad)} bad runs in all")
         if not len(lengths):
@@ -177,20 +211,32 @@ class TMAPModel(HMMModel):
         """Validate ``(identifier, runs)`` pairs and pack the valid traces (vectorised).
 
         With ``drop_bad_runs``, bad runs are dropped first and each trace that
-        lost some gets a note (how many, and the first one's problem).
+        lost some gets a note (how many, and the first one's problem).  Weighted: the
+        runs of weight 0 are left out first, and a NaN, infinite or negative weight makes
+        the trace invalid; each value gets its run's weight as a second column.
         """
         ids, n_obs, messages, notes, kept = [], [], [], {}, []
         for k, (ident, runs) in enumerate(pairs):
             values, lengths = _as_arrays(runs)
+            numbers = w = None
+            if self.weighted:
+                keep = runs.weights != 0.0  # (NaN kept: named below)
+                numbers, w = np.flatnonzero(keep), runs.weights[keep]
+                values, lengths = values[np.repeat(keep, lengths)], lengths[keep]
             bad = _bad_runs(values, lengths)
             if self.drop_bad_runs and len(bad):
-                notes[k] = (f"dropped {len(bad)} of {len(lengths)} runs "
-                            f"(first: {_run_messages(values, lengths, bad[:1])[0]})")
+                first = _run_messages(values, lengths, bad[:1], numbers)[0]
+                notes[k] = f"dropped {len(bad)} of {len(lengths)} runs (first: {first})"
                 good = np.ones(len(lengths), bool)
                 good[bad] = False
                 values, lengths = values[np.repeat(good, lengths)], lengths[good]
+                if w is not None:
+                    numbers, w = numbers[good], w[good]
                 bad = bad[:0]
-            m = self._check(values, lengths, bad)
+            m = self._check(values, lengths, bad, numbers)
+            if w is not None:
+                m = "; ".join(p for p in (weight_problems(w, numbers, "run"), m) if p) or None
+                values = np.column_stack([values, np.repeat(w, lengths)])
             if m is not None and k in notes:
                 m = f"{notes.pop(k)}; {m}"
             ids.append(ident)
@@ -205,26 +251,36 @@ class TMAPModel(HMMModel):
         units = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=units[1:])
         values = (kept[0][0] if len(kept) == 1  # (one trace: its values as they are)
-                  else np.concatenate([v for v, _ in kept]) if kept else np.empty(0))
+                  else np.concatenate([v for v, _ in kept]) if kept
+                  else np.empty((0, 2) if self.weighted else 0))
         return TMAPPacked(ids, np.array(n_obs, dtype=np.int64), messages, valid,
                           Ragged(np.ascontiguousarray(values), units, groups), notes)
 
     def kernel_data(self, data: Ragged, constants: bool = True
                     ) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The chain's ``(x, units, block)``, the run offsets, and each trace's ``-sum log x``.
+        """The chain's ``(x, units, block)`` (weighted: ``(x, units, block, w)``, one weight
+        per run), the run offsets, and each trace's ``-sum log x`` (weighted: ``-sum w log x``).
 
         ``-log x`` is the part of every branch's log density that the
         emission's ``dens`` leaves out (:mod:`.erlang`); summed on every core
         (:func:`bulkem.data._checks.segment_stats`), or left 0 with
         ``constants=False`` (for an engine that has them already).
         """
-        x = np.ascontiguousarray(data.values, dtype=np.float64).reshape(-1)
+        values, w = self.split(data.values)
+        x = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         const = np.zeros(data.n_datasets)
-        if constants and len(x):
+        if constants and len(x) and w is not None:
+            from ..mixture.model import segment_sums
+
+            const = -segment_sums(np.log(x) * w, data.value_offsets)
+        elif constants and len(x):
             from ...data._checks import segment_stats
 
             const = -segment_stats(x, data.value_offsets)[:, 2]
-        return (x, data.units, self.tuning.wide_cpu_chunk_units), data.groups, const
+        batch = (x, data.units, self.tuning.wide_cpu_chunk_units)
+        if w is not None:  # (a valid trace's runs are not empty: a row each)
+            batch += (np.ascontiguousarray(w[data.units[:-1]]),)
+        return batch, data.groups, const
 
     # --- starts ---------------------------------------------------------------------------
 
@@ -234,8 +290,10 @@ class TMAPModel(HMMModel):
         def draw(fit_ds, fit_start, out):
             if out is None:
                 out = np.empty((len(fit_ds), self.n_params))
-            draws.draw(self.orders, data, seed, fit_ds, fit_start, out)
+            draws.draw(self.orders, plain, seed, fit_ds, fit_start, out)
             return out
+
+        plain = self.unit_values(data)  # (weights: the starts as if unweighted)
 
         return starts.StartPlan(draw, user)
 
