@@ -8,12 +8,12 @@ mu)``; scipy's ``nbinom(r, r / (r + mu))``): variance ``mu + mu^2 / r``, the Poi
     log w - r log1p(mu / r) + x log(r mu / (r + mu)) + L(x, r),
     L(x, r) = lgamma(x + r) - lgamma(r) - x log r = sum_{j < x} log1p(j / r),
 
-``L`` summed term by term for ``x < NB_SUM_BELOW``, above from Stirling's series of the
-difference (after the recurrence takes ``r`` to 10 or more), whose leading terms cancel
-analytically: accurate to rounding of ``L``'s own size however large ``r`` grows (the
-difference of two ``lgamma`` is not: ~1e-16 ``r log r`` per value, enough to make a Poisson
-component's likelihood seem to fall), and the same operations on every engine (no libm
-``lgamma``).  Not linear in any fixed features, so every E-step is the exact pass.
+``L`` is a table for ``x < NB_SUM_BELOW`` (per component and iteration: the term by term
+sums); above, ``lgamma(x + r) - lgamma(r) - x log r`` where ``r < 10``, else Stirling's
+series of the difference, whose leading terms cancel analytically: accurate to rounding of
+``L``'s own size however large ``r`` grows (two ``lgamma`` are not: ~1e-16 ``r log r`` per
+value, enough to make a Poisson-like component's likelihood seem to fall).  Not linear in
+any fixed features, so every E-step is the exact pass.
 
 EM after Adamidis (1999, Statistics & Probability Letters 45, 1-7): a count ``x`` of the
 component is a sum of ``Y ~ Poisson(lambda)`` logarithmic-series counts with parameter
@@ -44,50 +44,71 @@ from ..base import Axis, Block
 from . import poisson
 from .family import Family
 
-_P = 3  # parameters, coefficients and statistics per component: weight, size, mean
+_P = 3  # parameters and statistics per component: weight, size, mean; S0, S1, S2
 
 MIN_NB_MEAN = 1e-8  # a component's smallest mean (its values all 0)
 MAX_NB_SIZE = 1e8  # the largest size: beyond, a Poisson to ~mu / 1e8
 NB_SUM_BELOW = 16  # counts below: L and the digamma difference summed term by term
 NB_STIRLING_FROM = 10.0  # sizes from: Stirling's series (truncation error < 3e-14)
+_NT = int(NB_SUM_BELOW)
+_K = 6  # coefficients per component before the tables (see coef)
+_C = _K + 2 * _NT  # and the tables of L(x, r) and E[Y | x] / r for x < 16
 
 
 def coef(params, M, D, c):
-    """``log w - r log1p(mu / r)``, ``log(r mu / (r + mu))`` and ``r`` per component."""
+    """Per component ``log w - r log1p(mu / r)``, ``log(r mu / (r + mu))``, ``r``,
+    ``lgamma(r)``, ``log r`` and ``digamma(r)``, then the tables of ``L(x, r)`` and
+    ``digamma(r + x) - digamma(r)`` for the counts ``x < 16`` (each entry the sum of the one
+    before and its term: the bits of a sum per value, taken once per iteration)."""
     for m in range(M):
         r = params[_P * m + 1]
         mu = params[_P * m + 2]
-        c[_P * m] = math.log(params[_P * m]) - r * math.log1p(mu / r)
-        c[_P * m + 1] = math.log(mu) - math.log1p(mu / r)
-        c[_P * m + 2] = r
+        o = _C * m
+        c[o] = math.log(params[_P * m]) - r * math.log1p(mu / r)
+        c[o + 1] = math.log(mu) - math.log1p(mu / r)
+        c[o + 2] = r
+        c[o + 3] = math.lgamma(r)
+        c[o + 4] = math.log(r)
+        # digamma(r): the recurrence up to 10, then the asymptotic series
+        y = r
+        dg = 0.0
+        while y < NB_STIRLING_FROM:
+            dg -= 1.0 / y
+            y += 1.0
+        q = 1.0 / (y * y)
+        c[o + 5] = dg + math.log(y) - 0.5 / y - q * (
+            1.0 / 12 - q * (1.0 / 120 - q * (1.0 / 252 - q * (1.0 / 240 - q / 132))))
+        s = 0.0
+        d = 0.0
+        c[o + _K] = 0.0
+        c[o + _K + _NT] = 0.0
+        for j in range(1, _NT):
+            if j > 1:
+                s += math.log1p((j - 1.0) / r)
+            d += 1.0 / (r + (j - 1.0))
+            c[o + _K + j] = s
+            c[o + _K + _NT + j] = d
 
 
 def logdens(c, m, D, feat, stride, i):
     x = feat[i]
-    r = c[_P * m + 2]
-    s = 0.0
-    if x < NB_SUM_BELOW:  # L = sum_{j < x} log1p(j / r)
-        j = 1.0
-        while j < x:
-            s += math.log1p(j / r)
-            j += 1.0
+    o = _C * m
+    r = c[o + 2]
+    if x < NB_SUM_BELOW:  # L = sum_{j < x} log1p(j / r), from the table
+        s = c[o + _K + int(x)]
+    elif r < NB_STIRLING_FROM:  # lgamma(x + r) - lgamma(r) - x log r: no cancellation
+        s = math.lgamma(x + r) - c[o + 3] - x * c[o + 4]
     else:
-        # L(x, r) = L(x, R) + x log(R / r) - sum_{i < k} log1p(x / (r + i)), R = r + k >= 10
-        # (lgamma's recurrence), and at R Stirling's series, whose leading terms are
-        # taken together: L(x, R) = (x + R - 1/2) log1p(x / R) - x + S(x + R) - S(R)
-        R = r
-        while R < NB_STIRLING_FROM:
-            s -= math.log1p(x / R)
-            R += 1.0
-        if R != r:
-            s += x * math.log(R / r)
-        s += (x + R - 0.5) * math.log1p(x / R) - x
+        # Stirling's series of lgamma at x + r and r, its leading terms taken together:
+        # L = (x + r - 1/2) log1p(x / r) - x + S(x + r) - S(r), accurate to rounding of
+        # L's own size however large r (lgamma's difference: ~1e-16 r log r)
+        s = (x + r - 0.5) * math.log1p(x / r) - x
         for k in range(2):
-            z = 1.0 / (x + R if k == 0 else R)
+            z = 1.0 / (x + r if k == 0 else r)
             q = z * z
             s += (1.0 if k == 0 else -1.0) * z * (
                 1.0 / 12 - q * (1.0 / 360 - q * (1.0 / 1260 - q * (1.0 / 1680 - q / 1188))))
-    return c[_P * m] + c[_P * m + 1] * x + s
+    return c[o] + c[o + 1] * x + s
 
 
 def accum(stats, m, r, D, feat, stride, i):
@@ -98,29 +119,27 @@ def accum(stats, m, r, D, feat, stride, i):
 
 def accum_at(stats, m, r, D, feat, stride, i, c):
     """``accum`` and ``r E[Y | x]``, ``E[Y | x] = size (digamma(size + x) - digamma(size))``
-    (``size`` the coefficients' ``c[3 m + 2]``)."""
+    (``size``, ``digamma(size)`` and the table of the counts below 16 from the
+    coefficients, :func:`coef`)."""
     x = feat[i]
-    a = c[_P * m + 2]
-    d = 0.0
-    if x < NB_SUM_BELOW:  # sum_{j < x} 1 / (a + j)
-        j = 0.0
-        while j < x:
-            d += 1.0 / (a + j)
-            j += 1.0
+    o = _C * m
+    a = c[o + 2]
+    if x < NB_SUM_BELOW:  # sum_{j < x} 1 / (a + j), from the table
+        d = c[o + _K + _NT + int(x)]
     else:
-        # digamma(x + a) - digamma(a) by the recurrence up to R = a + k >= 10, then the
-        # asymptotic series, its leading terms together: log1p(x / R) + 1 / (2 R)
-        # - 1 / (2 (x + R)) + T(R) - T(x + R)
-        R = a
-        while R < NB_STIRLING_FROM:
-            d += 1.0 / R - 1.0 / (x + R)
-            R += 1.0
-        d += math.log1p(x / R) + 0.5 / R - 0.5 / (x + R)
-        for k in range(2):
-            z = 1.0 / (R if k == 0 else x + R)
-            q = z * z
-            d += (1.0 if k == 0 else -1.0) * q * (
-                1.0 / 12 - q * (1.0 / 120 - q * (1.0 / 252 - q * (1.0 / 240 - q / 132))))
+        y = x + a  # >= 16: the asymptotic series (truncation error < 1e-16)
+        if a < NB_STIRLING_FROM:  # digamma(y) - digamma(a): no cancellation
+            q = 1.0 / (y * y)
+            d = math.log(y) - 0.5 / y - q * (
+                1.0 / 12 - q * (1.0 / 120 - q * (1.0 / 252 - q * (1.0 / 240 - q / 132)))) \
+                - c[o + 5]
+        else:  # both by the series, the leading terms together
+            d = math.log1p(x / a) + 0.5 / a - 0.5 / y
+            for k in range(2):
+                z = 1.0 / (a if k == 0 else y)
+                q = z * z
+                d += (1.0 if k == 0 else -1.0) * q * (
+                    1.0 / 12 - q * (1.0 / 120 - q * (1.0 / 252 - q * (1.0 / 240 - q / 132))))
     stats[_P * m] += r
     stats[_P * m + 1] += r * x
     stats[_P * m + 2] += r * (a * d)
@@ -260,7 +279,7 @@ FAMILY = Family(
     name="negbinom",
     ndim=1,
     per_component=lambda D: _P,
-    n_coef=lambda M, D: _P * M,
+    n_coef=lambda M, D: _C * M,
     n_stats=lambda M, D: _P * M,
     n_features=lambda D: 1,
     subset_size=lambda D: 3,
