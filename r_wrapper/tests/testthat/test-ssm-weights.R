@@ -1,10 +1,10 @@
 # fit_ssm(weights =): one weight per series, as Python's bulkem.fit(weights = ). One
-# compiled model, the weighted AR(1); the engines are checked against the oracle in
-# tests/test_ssm_weights.py.
+# compiled model, the weighted AR(2) of the Python tests (tests/test_ssm_weights.py, where
+# the engines are checked against the oracle).
 
 weighted_ssm <- function(data, weights, ...) {
   suppressWarnings(classes = "bulkem_not_converged",
-    fit_ssm(data, "ar", order = 1, starts = 2, seed = 3, max_iter = 300, tol = 1e-10,
+    fit_ssm(data, "ar", order = 2, starts = 2, seed = 3, max_iter = 300, tol = 1e-10,
             backend = "cpu", weights = weights, ...))
 }
 
