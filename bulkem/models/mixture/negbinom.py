@@ -9,7 +9,8 @@ mu)``; scipy's ``nbinom(r, r / (r + mu))``): variance ``mu + mu^2 / r``, the Poi
     L(x, r) = lgamma(x + r) - lgamma(r) - x log r = sum_{j < x} log1p(j / r),
 
 ``L`` is a table for ``x < NB_SUM_BELOW`` (per component and iteration: the term by term
-sums); above, ``lgamma(x + r) - lgamma(r) - x log r`` where ``r < 10``, else Stirling's
+sums); above, ``lgamma(x + r) - lgamma(r) - x log r`` where ``r < 10`` (``lgamma(x + r)``
+by Stirling's series, ``lgamma(r)`` in the coefficients), else Stirling's
 series of the difference, whose leading terms cancel analytically: accurate to rounding of
 ``L``'s own size however large ``r`` grows (two ``lgamma`` are not: ~1e-16 ``r log r`` per
 value, enough to make a Poisson-like component's likelihood seem to fall).  Not linear in
@@ -51,6 +52,7 @@ MAX_NB_SIZE = 1e8  # the largest size: beyond, a Poisson to ~mu / 1e8
 NB_SUM_BELOW = 16  # counts below: L and the digamma difference summed term by term
 NB_STIRLING_FROM = 10.0  # sizes from: Stirling's series (truncation error < 3e-14)
 _NT = int(NB_SUM_BELOW)
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _K = 6  # coefficients per component before the tables (see coef)
 _C = _K + 2 * _NT  # and the tables of L(x, r) and E[Y | x] / r for x < 16
 
@@ -96,8 +98,15 @@ def logdens(c, m, D, feat, stride, i):
     r = c[o + 2]
     if x < NB_SUM_BELOW:  # L = sum_{j < x} log1p(j / r), from the table
         s = c[o + _K + int(x)]
-    elif r < NB_STIRLING_FROM:  # lgamma(x + r) - lgamma(r) - x log r: no cancellation
-        s = math.lgamma(x + r) - c[o + 3] - x * c[o + 4]
+    elif r < NB_STIRLING_FROM:
+        # lgamma(x + r) - lgamma(r) - x log r (no cancellation), lgamma(z) at z = x + r >= 16
+        # by Stirling's series (truncation error < 1e-16; libm's lgamma writes the global
+        # signgam at every call, which 16 threads calling it per value make a bottleneck)
+        z = x + r
+        q = 1.0 / (z * z)
+        s = (z - 0.5) * math.log(z) - z + HALF_LOG_2PI + (
+            1.0 / 12 - q * (1.0 / 360 - q * (1.0 / 1260 - q * (1.0 / 1680 - q / 1188)))) / z \
+            - c[o + 3] - x * c[o + 4]
     else:
         # Stirling's series of lgamma at x + r and r, its leading terms taken together:
         # L = (x + r - 1/2) log1p(x / r) - x + S(x + r) - S(r), accurate to rounding of
