@@ -211,5 +211,5 @@ for (family in c("lognormal", "gamma")) {
 
 test_that("fit_mixture() names the mixture families when refusing another", {
   expect_error(fit_mixture(1:10, family = "hmm"),
-               "\"poisson\", \"lognormal\" or \"gamma\"", fixed = TRUE)
+               "\"poisson\", \"negbinom\", \"lognormal\" or \"gamma\"", fixed = TRUE)
 })

@@ -37,7 +37,7 @@ test_that("fit_ssm(weights =) reads a data.frame's weight column; bad weights fa
   expect_identical(by_col$components$value, by_list$components$value)
   bad <- suppressWarnings(weighted_ssm(list(x = s, y = s[[1]]), list(x = c(1, -1), y = 1)))
   expect_identical(bad$summary$status[1], "invalid_data")
-  expect_match(bad$summary$message[1], "1 negative series weight(s) (series 1)", fixed = TRUE)
+  expect_match(bad$summary$message[1], "series 1: weight -1", fixed = TRUE)
   expect_error(weighted_ssm(list(x = s, y = s[[1]]), list(c(1, 1))),
                "weights holds 1 entries for 2 dataset(s)", fixed = TRUE)
 })
