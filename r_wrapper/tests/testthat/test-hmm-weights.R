@@ -62,3 +62,14 @@ test_that("fit_tmap(weights =) counts each run its weight's times", {
   expect_equal(tmap(frame, weights = "w")$summary$loglik, fit$summary$loglik,
                tolerance = 1e-12)
 })
+
+test_that("loglik_at(weights =) is the weighted sum of the sequences' log-likelihoods", {
+  skip_if_no_bulkem()
+  set.seed(5)
+  seqs <- lapply(c(8, 12, 5), function(n) as.double(sample(0:3, n, replace = TRUE)))
+  a <- loglik_at(list(seqs), "hmm", hmm_weight_start, backend = "cpu", n_symbols = 4,
+                 weights = list(c(2, 1, 0)))
+  b <- loglik_at(list(c(seqs[1], seqs[1], seqs[2])), "hmm", hmm_weight_start,
+                 backend = "cpu", n_symbols = 4)
+  expect_equal(a$loglik, b$loglik, tolerance = 1e-12)
+})
