@@ -40,6 +40,7 @@ FAMILIES = {
     "invgauss": (ig_dataset, dict(family="invgauss")),
     "gaussian": (gauss_dataset, dict(family="gaussian")),
     "poisson": (poisson_dataset, dict(family="poisson")),
+    "negbinom": (poisson_dataset, dict(family="negbinom")),
     "lognormal": (ig_dataset, dict(family="lognormal")),
     "gamma": (ig_dataset, dict(family="gamma")),
 }
@@ -136,6 +137,9 @@ BAD = {
     "poisson": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),
                 np.array([1.0, -2.0, 3.0, 4.0]), np.array([1.0, 2.5, 3.0, 4.0]),
                 np.array([1.0, np.inf, 2.0, 3.0])],
+    "negbinom": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),
+                 np.array([1.0, -2.0, 3.0, 4.0]), np.array([1.0, 2.5, 3.0, 4.0]),
+                 np.array([1.0, np.inf, 2.0, 3.0])],
     "lognormal": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),
                   np.array([1.0, -2.0, 3.0, 4.0]), np.array([0.0, 1.0, 2.0, 3.0])],
     "gamma": [np.array([]), np.array([2.0]), np.array([1.0, np.nan, 2.0, 3.0]),

@@ -216,8 +216,7 @@ def subset_init(x, idx, out):
         out[_P * m + 2] = max(s, 0.5) / k
 
 
-def min_obs(n_components: int, n_dims: int = 1) -> int:
-    return 3 * n_components  # one random-subset start per component, without overlap
+min_obs = poisson.min_obs  # (3 M: one random-subset start per component, no overlap)
 
 
 def check(values: np.ndarray, n_components: int) -> str | None:
@@ -236,17 +235,31 @@ def obs_const(values: np.ndarray) -> np.ndarray:
 
 def log_terms(values: np.ndarray, params: np.ndarray, n_components: int):
     """``log(w_l p_l(x_i)) = base - exp(logq)`` (n_obs, M): the whole log probability in
-    ``base`` (scipy's ``nbinom.logpmf``), ``logq = -inf``; a value that is not a count has
-    probability 0.  ``params`` is one fit's (M P,) or a row per value (n_obs, M P)."""
-    from scipy.stats import nbinom
+    ``base``, in the kernels' form (``L(x, r)`` by Stirling's series from ``r = 10``: scipy's
+    ``nbinom.logpmf`` rounds ``p = r / (r + mu)`` to 1 for a Poisson-like component),
+    ``logq = -inf``; a value that is not a count has probability 0.  ``params`` is one fit's
+    (M P,) or a row per value (n_obs, M P)."""
+    from scipy.special import gammaln
 
     x = np.asarray(values, dtype=np.float64).reshape(-1)[:, None]
     p = np.asarray(params, dtype=np.float64)
     p = p.reshape(len(p) if p.ndim == 2 else 1, n_components, _P)
     w, r, mu = p[:, :, 0], p[:, :, 1], p[:, :, 2]
     count = (x >= 0) & (x == np.floor(x))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        base = np.log(w) + nbinom.logpmf(np.where(count, x, 0.0), r, r / (r + mu))
+    x = np.where(count, x, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        big = np.maximum(r, NB_STIRLING_FROM)  # (the series where it is taken)
+        zs, z = 1.0 / (x + big), 1.0 / big
+
+        def series(z):
+            q = z * z
+            return z * (1 / 12 - q * (1 / 360 - q * (1 / 1260 - q * (1 / 1680 - q / 1188))))
+
+        stirling = (x + big - 0.5) * np.log1p(x / big) - x + series(zs) - series(z)
+        L = np.where(r >= NB_STIRLING_FROM, stirling,
+                     gammaln(x + r) - gammaln(r) - x * np.log(r))
+        base = (np.log(w) - r * np.log1p(mu / r) + x * (np.log(mu) - np.log1p(mu / r)) + L
+                - gammaln(x + 1.0))
     return np.where(count, base, -np.inf), np.full(base.shape, -np.inf)
 
 
