@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 from baselines import rates
+from tuning_args import from_items
 
 
 def bulk_batch(n_datasets: int, n: int, D: int, seed: int = 0) -> list[np.ndarray]:
@@ -72,12 +73,30 @@ def main() -> int:
     ap.add_argument("--large-m", type=int, default=32)
     ap.add_argument("--large-d", type=int, default=32)
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--skip-bulk", action="store_true")
+    ap.add_argument("--skip-sklearn", action="store_true", help="large: no scikit-learn row")
+    ap.add_argument("--large-iters", type=int, help="iterations of the large fits "
+                    "(default --iters)")
+    ap.add_argument("--slow-iters", type=int, help="iterations of the CPU engine's and "
+                    "scikit-learn's large fits (default: as the GPU's)")
+    ap.add_argument("--large-dtypes", default="float64", help="e.g. float64,float32")
+    ap.add_argument("--large-set", nargs="*", default=[""],
+                    help="Tuning variants of the large fits, each 'NAME=VALUE ...' "
+                         "(tuning_args.py), e.g. 'large_cuda_threads=256'")
     a = ap.parse_args()
     import bulkem
 
     kw = dict(family="gaussian", covariance_type="full", tol=0.0, accel=False, progress=False)
-    X = bulk_batch(a.datasets, a.obs, 4)
     print(f"device: {platform.node()}, {os.cpu_count()} CPUs; {datetime.date.today()}")
+    if not a.skip_bulk:
+        bulk(a, bulkem, kw)
+    if not a.skip_large:
+        large(a, bulkem, kw)
+    return 0
+
+
+def bulk(a, bulkem, kw) -> None:
+    X = bulk_batch(a.datasets, a.obs, 4)
     print(f"bulk: {a.datasets} datasets x {a.obs} points, D = 4, M = 3, {a.starts} starts, "
           f"{a.iters} iterations (fits/s: datasets x starts / whole-call seconds)")
     print("| backend | whole call s | fits/s |")
@@ -94,8 +113,12 @@ def main() -> int:
     print(f"scikit-learn GaussianMixture(full), {nb} datasets: pool of {workers} (1 BLAS "
           f"thread each) {pool_rate * a.starts:,.1f} fits/s; one core {core_rate * a.starts:,.2f}"
           " fits/s")
-    if a.skip_large:
-        return 0
+
+
+def large(a, bulkem, kw) -> None:
+    from bulkem.engines.cuda import large as cuda_large
+
+    iters = a.large_iters or a.iters
     rng = np.random.default_rng(1)
     N, M, D = a.large_n, a.large_m, a.large_d
     centres = rng.normal(0, 4, (M, D))
@@ -104,16 +127,29 @@ def main() -> int:
     init = {"weight": np.full((1, M), 1.0 / M), "mean": big[rng.choice(N, M, replace=False)][None],
             "cov": np.tile(np.eye(D)[tri], (1, M, 1))}
     print(f"\nlarge: one dataset, N = {N:,}, D = {D}, M = {M}, one start; ms per iteration from "
-          f"whole calls of {a.iters} and {2 * a.iters} iterations")
-    print("| backend | ms / iteration | whole call of the longer, s |")
-    print("|---|---|---|")
-    for be in a.backends.split(","):
-        def run(k, be=be):
+          f"whole calls of {iters} and {2 * iters} iterations (the GPU's EM loop alone beside "
+          "it: launches and device work of the longer call, per iteration)")
+    print("| backend | dtype | tuning | ms / iteration | GPU loop ms / iteration | whole call "
+          "of the longer, s | first call (compiles), s |")
+    print("|---|---|---|---|---|---|---|")
+    for be, dt, var in ((be, dt, var) for be in a.backends.split(",")
+                        for dt in a.large_dtypes.split(",") for var in a.large_set):
+        tuning = from_items(var.split())
+
+        k1 = iters if be == "cuda" else (a.slow_iters or iters)
+
+        def run(k, be=be, dt=dt, tuning=tuning):
             return bulkem.fit([big], n_components=M, n_starts=1, init=init, max_iter=k,
-                              backend=be, **kw)
-        run(1)
-        t1, t2 = timed(lambda: run(a.iters)), timed(lambda: run(2 * a.iters))
-        print(f"| {be} | {1e3 * (t2 - t1) / a.iters:.1f} | {t2:.2f} |", flush=True)
+                              backend=be, dtype=dt, tuning=tuning, **kw)
+        cold = timed(lambda: run(1))
+        t1, t2 = timed(lambda k1=k1: run(k1)), timed(lambda k1=k1: run(2 * k1))
+        loop = cuda_large.last_cuda_loop
+        kern = (f"{1e3 * loop['seconds'] / loop['iterations']:.2f}"
+                if be == "cuda" and loop["iterations"] else "")
+        print(f"| {be} | {dt} | {var or 'default'} | {1e3 * (t2 - t1) / k1:.2f} | {kern} "
+              f"| {t2:.2f} | {cold:.1f} |", flush=True)
+    if a.skip_sklearn:
+        return
     from sklearn.mixture import GaussianMixture
 
     prec = np.linalg.inv(np.eye(D))[None].repeat(M, axis=0)
@@ -124,9 +160,10 @@ def main() -> int:
             GaussianMixture(M, covariance_type="full", weights_init=init["weight"][0],
                             means_init=init["mean"][0], precisions_init=prec, max_iter=k,
                             tol=0.0, reg_covar=1e-6).fit(big)
-    s1, s2 = timed(lambda: sk(a.iters)), timed(lambda: sk(2 * a.iters))
-    print(f"| scikit-learn, BLAS on every core | {1e3 * (s2 - s1) / a.iters:.1f} | {s2:.2f} |")
-    return 0
+    k1 = a.slow_iters or iters
+    s1, s2 = timed(lambda: sk(k1)), timed(lambda: sk(2 * k1))
+    print(f"| scikit-learn, BLAS on every core | float64 | | {1e3 * (s2 - s1) / k1:.1f} | | "
+          f"{s2:.2f} | |")
 
 
 if __name__ == "__main__":

@@ -167,6 +167,43 @@ def test_covariance_type_is_checked():
         bulkem.fit([np.ones(10)], family="invgauss", covariance_type="full", backend="cpu")
 
 
+# The GPU's tiled kernel reading the coefficients and the reduction's statistics from global
+# memory, as for D = M = 32 (here shared memory is made too small for them); one warp per
+# block, as the simulator runs a Python thread per CUDA thread
+GLOBAL_LARGE = dict(SMALL_LARGE, large_cuda_shared_bytes=400, large_cuda_threads=32)
+
+
+def test_the_gpu_tiles_read_a_big_model_from_global_memory():
+    """D = M = 32 (17,952 coefficients, 143 KiB in float64) leaves no shared memory for a
+    tile: the large regime's kernels read the coefficients and statistics from global
+    memory; a small model keeps them in shared memory; GLOBAL_LARGE forces the first."""
+    from bulkem.engines.cuda.large import plan
+    from bulkem.models.mixture.gaussian_full import FAMILY
+    from bulkem.tuning import Tuning
+
+    big = plan(FAMILY, 32, 32, np.float64, Tuning())
+    assert (big["coef_shared"], big["stats_shared"], big["tile"]) == (False, False, 8)
+    small = plan(FAMILY, 2, 3, np.float64, Tuning())
+    assert small["coef_shared"] and small["stats_shared"] and small["tile"] == 64
+    forced = plan(FAMILY, 2, 3, np.float64, Tuning(**GLOBAL_LARGE))
+    assert not forced["coef_shared"] and not forced["stats_shared"] and forced["tile"] >= 1
+
+
+@pytest.mark.cuda
+def test_global_memory_tiles_fit_as_the_cpu_engine(seed):
+    from bulkem.tuning import Tuning
+
+    X = [_data(30, 3, seed)]
+    kw = dict(family="gaussian", covariance_type="full", n_components=2, n_starts=2,
+              max_iter=4, tol=0.0, seed=seed)
+    gpu = bulkem.fit(X, backend="cuda", tuning=Tuning(strategy="large", **GLOBAL_LARGE), **kw)
+    cpu = bulkem.fit(X, backend="cpu", **kw)
+    assert (gpu.starts.n_iter == 4).all()
+    assert np.allclose(gpu.starts.loglik, cpu.starts.loglik, rtol=1e-10, atol=0)
+    for name, v in cpu.params(0).items():
+        assert np.allclose(gpu.params(0)[name], v, rtol=1e-8, atol=1e-10), name
+
+
 @pytest.mark.cuda
 def test_a_fit_too_big_for_a_gpu_thread_says_so():
     """D = 32, M = 32: 17,952 parameters a fit, beyond a GPU thread's local memory."""

@@ -215,8 +215,9 @@ def kernel(model, dtype, lanes: int = _WARP):
         raise ValueError(
             f"a fit of {sz.params:,} parameters needs {local / 1024:,.0f} KiB of local memory "
             f"per GPU thread, more than the {LOCAL_BYTES_MAX // 1024} KiB a thread may have "
-            "(CUDA's limit); fit it on the CPU (backend='cpu'), or with fewer components or "
-            "dimensions.")
+            "(CUDA's limit); fit it on the CPU (backend='cpu'), with fewer components or "
+            "dimensions, or, for a few datasets of at least tuning.large_min_obs values, "
+            "over the whole GPU a fit at a time (tuning=Tuning(strategy='large')).")
     FPB = _fits_per_block(G, tuning)
     cdt = float32 if dtype == np.float32 else float64
     opts = {} if regs is None or SIMULATED else {"max_registers": regs}  # (simulator: no option)

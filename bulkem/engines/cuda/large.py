@@ -10,7 +10,8 @@ taken in another order than on the CPU.
    Gaussian family ``[1, x, x^2]``) as ``G`` (``T x S``) in shared memory.
    Both families' log densities are linear in ``g`` (``linear_logdens``),
    so the tile's log densities are the matrix product ``G Theta^T``
-   (``T x M``; warp ``w`` owns a few components, lanes own observations);
+   (``T x M``; warp ``w`` owns a few components, lanes own observations: for a tile
+   of fewer than 32 observations, groups of lanes own components too);
    one thread per observation turns its row into responsibilities ``R``;
    and the partial statistics are the matrix product ``R^T G`` (``M x S``:
    ``R^T X`` and ``R^T X^2`` for the Gaussian family), in which each thread
@@ -53,10 +54,14 @@ def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
     The family must have ``linear_logdens``, and an M-step that treats components
     independently (not ``coupled_mstep``: the reduction runs it a component per thread);
     a family without them runs in the bulk regime.  The tile is the largest power
-    of two up to ``tuning.large_cuda_tile`` whose shared arrays
-    (coefficients, statistics vectors and responsibilities of a tile) fit
-    ``tuning.large_cuda_shared_bytes``.  The plan holds every number the kernels
-    compile in.
+    of two up to ``tuning.large_cuda_tile`` whose shared arrays (coefficients,
+    statistics vectors and responsibilities of a tile) fit
+    ``tuning.large_cuda_shared_bytes``.  A model whose coefficients leave no room for a
+    tile of a warp's observations (full covariances at D = 32: 17,952 coefficients)
+    reads them from global memory instead (``coef_shared=False``; every lane of a warp
+    reads the same one, a broadcast through the L1 cache), and a reduction whose
+    statistics do not fit shared memory runs the M-step on them in global memory
+    (``stats_shared=False``).  The plan holds every number the kernels compile in.
     """
     isz = np.dtype(dtype).itemsize
     nc = family.n_coef(M, D)
@@ -65,19 +70,28 @@ def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
         return None
     s = ns // M
     gs = s if s % 2 else s + 1
-    nsx = ns + 1
     limit = tuning.large_cuda_shared_bytes
-    if 8 * (nsx + tuning.large_cuda_reduce_threads + M) + 8 * (M + 1) > limit:
-        return None  # the reduction's last block holds every statistic
-    tile = tuning.large_cuda_tile
-    while tile >= 1:
-        if isz * (nc + tile * (gs + M)) + 8 * tile <= limit:
-            return dict(tile=tile, threads=tuning.large_cuda_threads,
-                        reduce_cols=tuning.large_cuda_reduce_cols,
-                        reduce_threads=tuning.large_cuda_reduce_threads,
-                        tau=tuning.exact_rtol[np.dtype(dtype).name])
-        tile //= 2
-    return None
+    red = 8 * (tuning.large_cuda_reduce_threads + M) + 8 * (M + 1)  # the reduction's own
+    if red > limit:
+        return None
+    stats_shared = 8 * (ns + 1) + red <= limit
+
+    def largest_tile(coef_bytes):
+        tile = tuning.large_cuda_tile
+        while tile >= 1 and coef_bytes + isz * tile * (gs + M) + 8 * tile > limit:
+            tile //= 2
+        return tile
+
+    tile, coef_shared = largest_tile(isz * nc), True
+    if tile < min(WARP_SIZE, tuning.large_cuda_tile):
+        tile, coef_shared = largest_tile(0), False
+    if tile < 1:
+        return None
+    return dict(tile=tile, threads=tuning.large_cuda_threads,
+                reduce_cols=tuning.large_cuda_reduce_cols,
+                reduce_threads=tuning.large_cuda_reduce_threads,
+                tau=tuning.exact_rtol[np.dtype(dtype).name],
+                coef_shared=coef_shared, stats_shared=stats_shared)
 
 
 _cuda_kernels: dict = {}
@@ -90,7 +104,8 @@ def _kernels(family, M, D, dtype, plan):
     return _cuda_kernels[key]
 
 
-def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads, tau):
+def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_threads, tau,
+                       coef_shared, stats_shared):
     WARP = WARP_SIZE
     cdt = float32 if dtype == np.float32 else float64
     accum_f = device(family.accum)
@@ -115,13 +130,23 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
     NS = family.n_stats(M, D)
     S = NS // M  # statistics (and coefficients) per component
     NSX = NS + 1  # the statistics and the log-likelihood
+    COEF_SHARED, STATS_SHARED = coef_shared, stats_shared
+    NC_SH = NC if coef_shared else 1  # (shared arrays of an unused branch: one element)
+    NSX_SH = NSX if stats_shared else 1
     GS = S if S % 2 else S + 1  # row stride of the G tile: odd, so a column read is conflict-free
     SH_G = GS * T
     SH_R = M * T
-    MW = -(-M // NWARP)  # components per warp
-    TB = -(-T // WARP)  # observations per lane in the log-density product
-    KL = -(-S // WARP)  # statistics per lane in the statistics product
-    NE = MW * TB
+    # The log-density product: a warp's lanes are CL groups of OL lanes (OL = 32 unless the
+    # tile is smaller, so that no lane idles), a group owns ML components, a lane TB of the
+    # tile's observations.  The statistics product: warp w owns MW components, a lane KL
+    # statistics of each.
+    OL = min(T, WARP)
+    CL = WARP // OL
+    ML = -(-M // (NWARP * CL))
+    TB = -(-T // OL)
+    MW = -(-M // NWARP)
+    KL = -(-S // WARP)
+    NE = ML * TB
     NACC = MW * KL
     RC = reduce_cols
     NTR = reduce_threads
@@ -132,6 +157,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
     U0, U1 = np.uint64(0), np.uint64(1)
     UWARP, UM1, UT, UT1 = np.uint64(WARP), np.uint64(M - 1), np.uint64(T), np.uint64(T - 1)
     US, US1, UGS, UMW = np.uint64(S), np.uint64(S - 1), np.uint64(GS), np.uint64(MW)
+    UOL, UCL, UML = np.uint64(OL), np.uint64(CL), np.uint64(ML)
 
     @cuda.jit
     def estep(feat, stride, lo, hi, coef_g, part, istate):
@@ -141,7 +167,12 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
         ut = uint64(tid)
         w = ut // UWARP
         lane = ut % UWARP
-        cs = cuda.shared.array(NC, cdt)  # coefficients, component-major (M x S)
+        cs = cuda.shared.array(NC_SH, cdt)  # coefficients, component-major (M x S)
+        if COEF_SHARED:
+            for q in range(tid, NC, NT):
+                cs[q] = coef_g[q]
+        else:
+            cs = coef_g
         gt = cuda.shared.array(SH_G, cdt)  # statistics vectors of the tile (T x GS)
         rt = cuda.shared.array(SH_R, cdt)  # log densities, then responsibilities (M x T)
         lls = cuda.shared.array(T, float64)
@@ -150,22 +181,23 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
         te = cuda.local.array(NE, cdt)
         gv = cuda.local.array(TB, cdt)
         hv = cuda.local.array(KL, cdt)
-        crow = cuda.local.array(MW, uint64)  # offsets of this warp's components in cs
-        rrow = cuda.local.array(MW, uint64)  # ... and in rt
+        crow = cuda.local.array(ML, uint64)  # offsets of this lane's components in cs
+        rrow = cuda.local.array(MW, uint64)  # ... and of this warp's in rt
         jrow = cuda.local.array(TB, uint64)  # offsets of this lane's observations in gt
         kcol = cuda.local.array(KL, uint64)  # this lane's statistics
-        for a in range(MW):
-            m = min(w * UMW + uint64(a), UM1)  # clamped: spare outputs are computed, not kept
+        mlo = (w * UCL + lane // UOL) * UML  # this lane's first component, log densities
+        jlo = lane % UOL  # ... and first observation
+        for a in range(ML):
+            m = min(mlo + uint64(a), UM1)  # clamped: spare outputs are computed, not kept
             crow[a] = m * US
-            rrow[a] = m * UT
+        for a in range(MW):
+            rrow[a] = min(w * UMW + uint64(a), UM1) * UT
         for q in range(TB):
-            jrow[q] = min(lane + UWARP * uint64(q), UT1) * UGS
+            jrow[q] = min(jlo + UOL * uint64(q), UT1) * UGS
         for c in range(KL):
             kcol[c] = min(lane + UWARP * uint64(c), US1)
         for q in range(NACC):
             acc[q] = 0.0
-        for q in range(tid, NC, NT):
-            cs[q] = coef_g[q]
         exact = istate[4] != 0  # this iteration's coefficients are the exact pass's
         ll = 0.0
         n_tiles = (hi - lo + T - 1) // T
@@ -180,10 +212,10 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
                 if tid < cnt:
                     accum_f(row, 0, ONE, D, feat, stride, base + tid)
             cuda.syncthreads()
-            # log densities: this thread's MW components x TB observations, G Theta^T
+            # log densities: this thread's ML components x TB observations, G Theta^T
             if exact:  # centred, scaled (fused.py): each its own sum
-                for a in range(MW):
-                    m = min(w * UMW + uint64(a), UM1)
+                for a in range(ML):
+                    m = min(mlo + uint64(a), UM1)
                     for q in range(TB):
                         row = gt[jrow[q] + U1 : jrow[q] + US]  # the features
                         te[a * TB + q] = exact_f(cs, m, D, row, 1, 0)
@@ -194,15 +226,15 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
                 while k < US:
                     for q in range(TB):
                         gv[q] = gt[jrow[q] + k]
-                    for a in range(MW):
+                    for a in range(ML):
                         th = cs[crow[a] + k]
                         for q in range(TB):
                             te[a * TB + q] += th * gv[q]
                     k += U1
-            for a in range(MW):
-                m = w * UMW + uint64(a)
+            for a in range(ML):
+                m = mlo + uint64(a)
                 for q in range(TB):
-                    j = lane + UWARP * uint64(q)
+                    j = jlo + UOL * uint64(q)
                     if m <= UM1 and j <= UT1:
                         rt[m * UT + j] = te[a * TB + q]
             cuda.syncthreads()
@@ -276,7 +308,7 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
         g = tid // RC
         col = cuda.blockIdx.x * RC + c
         red = cuda.shared.array(NTR, float64)
-        st = cuda.shared.array(NSX, float64)
+        st = cuda.shared.array(NSX_SH, float64)
         dec = cuda.shared.array(MP1, int64)
         wm = cuda.shared.array(M, float64)  # the linear form's largest terms, per component
         s0 = s1 = s2 = s3 = 0.0  # four independent sums keep four loads in flight
@@ -307,8 +339,11 @@ def _make_cuda_kernels(family, M, D, dtype, tile, threads, reduce_cols, reduce_t
             return  # not the last block to finish
         # Every block wrote its sums and fenced before counting itself in, and this
         # block has not read them before, so plain loads see them (no stale L1 line).
-        for q in range(tid, NSX, NTR):
-            st[q] = stats_g[q]
+        if STATS_SHARED:
+            for q in range(tid, NSX, NTR):
+                st[q] = stats_g[q]
+        else:
+            st = stats_g
         cuda.syncthreads()
         if tid == 0:
             istate[3] = 0  # counter, for the next iteration
@@ -464,8 +499,9 @@ class _CudaFits:
                 stream.synchronize()
                 if istate_h[0]:
                     break
-        last_cuda_loop.update(seconds=time.perf_counter() - t0, iterations=int(istate_h[1]) + 1,
-                              blocks=nb)
+        if max_iter > 0:  # (not a float32 fit's float64 log-likelihood at its end)
+            last_cuda_loop.update(seconds=time.perf_counter() - t0,
+                                  iterations=int(istate_h[1]) + 1, blocks=nb)
         params_g.copy_to_host(params, stream=stream)
         fstate.copy_to_host(fstate_h, stream=stream)
         if trace is not None:
