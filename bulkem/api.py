@@ -476,8 +476,9 @@ def fit(
         The random starts draw as if unweighted.  A dataset with a NaN, infinite or
         negative weight is ``invalid_data``.  Weighted mixtures always take the exact
         E-step (a log per value), and on the GPU the bulk engine; a weighted HMM of more
-        than ``Tuning.hmm_many_states`` states runs on the GPU's bulk kernel.  Not with
-        ``checkpoint=``, Dask or streaming, nor ``bootstrap=``.
+        than ``Tuning.hmm_many_states`` states runs on the GPU's bulk kernel.  With
+        ``checkpoint=`` in any of these forms (each chunk gets its datasets' weights); with
+        Dask and streamed files as a column's name; not with ``bootstrap=``.
     reg_covar : float, default 1e-6
         Gaussian family: added to every variance in each M-step (as in
         scikit-learn), so that no component shrinks onto a single point.

@@ -121,6 +121,18 @@ def test_local_scheduler_any_partitioning_and_gaussian_columns():
             assert res.components.columns.tolist() == ref.components.columns.tolist()
 
 
+def test_a_weight_column_goes_with_its_rows():
+    df = long_frame(6, 40, 4)
+    df["w"] = np.random.default_rng(4).integers(0, 4, len(df)).astype(float)
+    with pytest.warns(UserWarning):
+        ref = bulkem.fit(df, progress=False, weights="w", **KW)
+    with dask.config.set(scheduler="sync"), pytest.warns(UserWarning):
+        res = bulkem.dask.fit(dd.from_pandas(df, npartitions=3, sort=False), weights="w", **KW)
+        assert_same(ref, dict(zip(KEYS, dask.compute(*res.tables.values()), strict=True)))
+    with pytest.raises(ValueError, match="pass the column's name"):
+        bulkem.dask.fit(dd.from_pandas(df, npartitions=2), weights=[df.w.to_numpy()], **KW)
+
+
 def test_no_regroup_and_arguments():
     df = long_frame(6, 40, 3)
     whole = [df[df.dataset.isin(ids)] for ids in (["d000", "d001", "d002"], ["d003", "d004",

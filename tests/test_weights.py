@@ -147,10 +147,30 @@ def test_a_weight_column_of_a_long_frame(seed):
     assert_same_tables(by_col, by_dict)
 
 
-def test_weights_are_refused_where_the_data_are_split(tmp_path, seed):
-    with pytest.raises(ValueError, match="weights= is fitted in memory"):
-        bulkem.fit([_ig(seed)], weights=[np.ones(120)], checkpoint=str(tmp_path / "run"),
-                   backend="cpu")
+def test_a_checkpointed_fit_hands_each_chunk_its_weights(tmp_path, seed):
+    """Weights per dataset (a list, a dict) and a column of a long frame, fitted in chunks
+    of one dataset: the in-memory fit's tables; other weights are other data; Dask and
+    streaming take a column only."""
+    from bulkem.tuning import Tuning
+
+    x = [_ig(seed + k, n=60) for k in range(3)]
+    w = [_weights(seed + k, 60) for k in range(3)]
+    kw = dict(n_starts=2, max_iter=10, seed=seed, backend="cpu", progress=False,
+              tuning=Tuning(checkpoint_chunk_fits=2))  # one dataset a chunk
+    ref = bulkem.fit(x, weights=w, **kw)
+    assert_same_tables(ref, bulkem.fit(x, weights=w, checkpoint=tmp_path / "a", **kw))
+    assert_same_tables(ref, bulkem.fit(x, weights=w, checkpoint=tmp_path / "a", **kw))  # read
+    keyed = bulkem.fit(dict(enumerate(x)), weights=dict(enumerate(w)),
+                       checkpoint=tmp_path / "b", **kw)
+    assert_same_tables(ref, keyed)
+    frame = pd.DataFrame({"dataset": np.repeat(np.arange(3), 60), "value": np.concatenate(x),
+                          "w": np.concatenate(w)})
+    by_col = bulkem.fit(frame, weights="w", checkpoint=tmp_path / "c", **kw)
+    np.testing.assert_array_equal(by_col.summary.loglik, ref.summary.loglik)
+    with pytest.raises(ValueError, match="other"):
+        bulkem.fit(x, weights=[v + 1 for v in w], checkpoint=tmp_path / "a", **kw)
+    with pytest.raises(ValueError, match="pass the column's name"):
+        bulkem.scale.combine.check_splittable({"weights": w})
 
 
 def test_loglik_at_given_parameters_takes_weights(seed):

@@ -215,10 +215,7 @@ def family_options(args: argparse.Namespace) -> dict:
 
 def _fit(args: argparse.Namespace) -> int:
     options = family_options(args)
-    if args.weight_col is not None:
-        if stream.wanted(args):
-            raise UsageError("--weight-col is fitted in memory: leave out --chunk-datasets, "
-                             "--checkpoint and --resume (streamed chunks carry no weights yet).")
+    if args.weight_col is not None:  # (streamed chunks carry the column with their rows)
         options["weights"] = args.weight_col
     if stream.wanted(args):  # --chunk-datasets, --checkpoint or --resume: bulkem/scale/stream.py
         return stream.main(args, options)

@@ -476,6 +476,20 @@ class _Chunks:
             return self.data.iloc[np.sort(self._order[a:b])]
         return dict(self._pairs[lo:hi])
 
+    def weights(self, weights: Any, lo: int, hi: int) -> Any:
+        """The ``weights=`` of :meth:`get` ``(lo, hi)``: a column's name as it is (the
+        rows carry it); weights per dataset (a dict by key, a sequence in input order)
+        as a dict with the chunk's keys.  Weights that do not align with the datasets
+        are passed whole, for ``bulkem.fit`` to say so."""
+        if weights is None or isinstance(weights, str) or self.kind == "frame" or self.n == 1:
+            return weights
+        keys = [k for k, _ in self._pairs[lo:hi]]
+        if isinstance(weights, Mapping):
+            return {k: weights[k] for k in keys if k in weights}
+        if not isinstance(weights, (list, tuple, np.ndarray)) or len(weights) != self.n:
+            return weights
+        return {k: weights[lo + j] for j, k in enumerate(keys)}
+
 
 def chunk_bounds(n: int, chunk_datasets: int) -> Iterator[tuple[int, int, int]]:
     """``(chunk number, first dataset, end)`` of each chunk of ``n`` datasets."""
@@ -593,8 +607,9 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     check_path(checkpoint)
     _require_pyarrow()
     fam = models.get(kwargs.get("family", "invgauss"))
-    combine.check_splittable(kwargs)
+    combine.check_splittable(kwargs, weights_by_dataset=True)
     chunks = _Chunks(datasets, fam, kwargs)
+    weights = kwargs.pop("weights", None)
     if chunks.n == 0:
         return api.fit(datasets, **kwargs)  # raises: no datasets
     run = RunDir(checkpoint)
@@ -606,8 +621,13 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     kwargs["seed"] = resolve_seed(run, kwargs.get("seed"))
     bounds = list(chunk_bounds(chunks.n, per_chunk))
     hashes = [hash_input(chunks.get(lo, hi)) for _, lo, hi in bounds]
+    if weights is not None and not isinstance(weights, str):  # (a column: in the rows' hash)
+        hashes = [_digest((h + hash_input(chunks.weights(weights, lo, hi))).encode())
+                  for h, (_, lo, hi) in zip(hashes, bounds, strict=True)]
     arguments = {k: v for k, v in kwargs.items() if k not in NOT_COMPARED
                  and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
+    if isinstance(weights, str):
+        arguments["weights"] = weights
     whole = hashlib.blake2b("".join(hashes).encode(), digest_size=16).hexdigest()
     run.start("fit", arguments, per_chunk,
               {"n_datasets": chunks.n, "hash": whole, "chunk_hashes": hashes})
@@ -636,7 +656,8 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
                     data = data if fast is None else fast
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
-                    res = api.fit(data, progress=relay if bar.active else False, **kwargs)
+                    res = api.fit(data, progress=relay if bar.active else False,
+                                  weights=chunks.weights(weights, lo, hi), **kwargs)
                 caught += got
                 p = combine.split(res)
                 run.write(i, p, {"chunk": i, "first": lo, "end": hi, "hash": hashes[i],

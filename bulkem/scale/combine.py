@@ -199,9 +199,13 @@ def model_for(kwargs: dict, data: Any) -> Any:
     return fam.model(pairs, kwargs.get("n_components", 2), options)
 
 
-def check_splittable(kwargs: dict) -> None:
+def check_splittable(kwargs: dict, weights_by_dataset: bool = False) -> None:
     """Raise if fits of parts of the data would build different models than one fit, or
-    for a grid of sizes or a bootstrap (made over the whole call).
+    for a grid of sizes or a bootstrap (made over the whole call), or for weights the parts
+    cannot carry: a weight column (``weights="name"``) goes with its rows into every
+    chunk, partition or piece of a file; weights given per dataset (a list, a dict, an
+    array) only where ``weights_by_dataset`` (the checkpointed fit hands each chunk its
+    datasets' weights).
 
     A categorical hidden Markov model counts its symbols over all the data it
     is given (``n_symbols`` left out), so each chunk or partition could count
@@ -215,10 +219,12 @@ def check_splittable(kwargs: dict) -> None:
     if kwargs.get("bootstrap"):
         raise ValueError("bootstrap= is fitted in memory by bulkem.fit without checkpoint= or "
                          "Dask; run the bootstrap on the datasets that need it without them.")
-    if kwargs.get("weights") is not None:
-        raise ValueError("weights= is fitted in memory by bulkem.fit without checkpoint=, "
-                         "Dask or streaming (the parts would not carry their weights yet); "
-                         "fit weighted datasets without them.")
+    weights = kwargs.get("weights")
+    if weights is not None and not isinstance(weights, str) and not weights_by_dataset:
+        raise ValueError(
+            f"weights= is a {type(weights).__name__} here; a Dask or streamed fit reads the "
+            "weights from a column of its long frame or file: pass the column's name "
+            "(weights='weight'), or fit in memory or with checkpoint= for weights per dataset.")
     if (kwargs.get("family") == "hmm" and kwargs.get("emission", "gaussian") == "categorical"
             and kwargs.get("n_symbols") is None):
         raise ValueError(
