@@ -27,7 +27,7 @@ def _values(n, seed):
 
 @pytest.fixture(params=["bulk", "large"])
 def regime(request, tuning, backend):
-    return forced_regime(request, tuning, backend)
+    return forced_regime(request, tuning, backend, cpu_large=False)
 
 
 def test_engine_matches_the_scipy_oracle(backend, regime, seed):

@@ -86,6 +86,9 @@ def test_bulk_matches_oracle_from_given_starts(backend, tuning, seed):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_wide_regime_matches_oracle_and_bulk(backend, tuning, wide, dtype, seed):
+    if backend == "cpu" and dtype == "float32":
+        pytest.skip("the CPU's float32 chain is tested in the bulk regime (the wide loop's "
+                    "float32 kernel would cost the test command ~40 s)")
     data = _traces(1, 40, seed)
     start = _starts(1, seed + 1)[0]
     max_iter = (3 if dtype == "float64" else 2) if backend == "cuda" else 8
