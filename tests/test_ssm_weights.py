@@ -117,7 +117,7 @@ def test_bad_weights_fault_their_dataset_only(seed):
     assert np.isnan(s.sum_weights[:3]).all() and s.sum_weights[3] > 0
 
 
-def test_weights_that_do_not_line_up_raise(seed):
+def test_weights_that_do_not_line_up_raise(seed, tmp_path):
     data = [_series(seed, [20, 22]), _series(seed + 1, [20])]
     fit = dict(n_starts=1, backend="cpu", **KW)
     with pytest.raises(ValueError, match=r"weights holds 1 entries for 2 dataset\(s\)"):
@@ -128,8 +128,10 @@ def test_weights_that_do_not_line_up_raise(seed):
         bulkem.fit({"a": data[0], "b": data[1]}, weights={"a": [1.0, 2.0]}, **fit)
     with pytest.raises(ValueError, match="names a column, but datasets is a .*not a DataFrame"):
         bulkem.fit(data, weights="w", **fit)
-    with pytest.raises(ValueError, match="weights= is fitted in memory"):
-        bulkem.fit(data, weights=[[1.0, 2.0], 1.0], checkpoint="unused.ckpt", **fit)
+    ok = [[1.0, 2.0], 3.0]  # (checkpointed: each chunk gets its datasets' weights)
+    a = bulkem.fit(data, weights=ok, max_iter=3, seed=seed, **fit)
+    b = bulkem.fit(data, weights=ok, max_iter=3, seed=seed, checkpoint=tmp_path / "run", **fit)
+    pd.testing.assert_frame_equal(a.summary, b.summary)
 
 
 def test_weight_column_of_a_long_frame(seed):
