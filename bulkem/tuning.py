@@ -261,6 +261,12 @@ class Tuning:
     # shared memory a block may use, blocks per multiprocessor (None: as many as
     # can be resident at once), and a cap on blocks (None: no cap; tests set it).
     large_cuda_threads: int = compiled(128, "cuda")
+    # ... per dtype, for a model whose coefficients the tiles read from global memory (too
+    # many for shared memory: full covariances at D = M = 32; engines/cuda/large.plan).
+    # H200, D = M = 32: float64 16.5 ms per iteration at 256 against 22.0 at 128; float32
+    # 8.8 against 6.8.
+    large_cuda_threads_global: Mapping[str, int] = compiled({"float64": 256, "float32": 128},
+                                                           "cuda")
     large_cuda_tile: int = compiled(64, "cuda")
     large_cuda_shared_bytes: int = compiled(48 * 1024, "cuda")
     large_cuda_blocks_per_sm: int | None = None

@@ -171,7 +171,8 @@ def test_covariance_type_is_checked():
 # The GPU's tiled kernel reading the coefficients and the reduction's statistics from global
 # memory, as for D = M = 32 (here shared memory is made too small for them); one warp per
 # block, as the simulator runs a Python thread per CUDA thread
-GLOBAL_LARGE = dict(SMALL_LARGE, large_cuda_shared_bytes=400, large_cuda_threads=32)
+GLOBAL_LARGE = dict(SMALL_LARGE, large_cuda_shared_bytes=400,
+                    large_cuda_threads_global={"float64": 32, "float32": 32})
 
 
 def test_the_gpu_tiles_read_a_big_model_from_global_memory():
@@ -184,6 +185,7 @@ def test_the_gpu_tiles_read_a_big_model_from_global_memory():
 
     big = plan(FAMILY, 32, 32, np.float64, Tuning())
     assert (big["coef_shared"], big["stats_shared"], big["tile"]) == (False, False, 8)
+    assert big["threads"] == 256 and plan(FAMILY, 32, 32, np.float32, Tuning())["threads"] == 128
     small = plan(FAMILY, 2, 3, np.float64, Tuning())
     assert small["coef_shared"] and small["stats_shared"] and small["tile"] == 64
     forced = plan(FAMILY, 2, 3, np.float64, Tuning(**GLOBAL_LARGE))

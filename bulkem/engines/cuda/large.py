@@ -87,7 +87,9 @@ def plan(family, M: int, D: int, dtype, tuning) -> dict | None:
         tile, coef_shared = largest_tile(0), False
     if tile < 1:
         return None
-    return dict(tile=tile, threads=tuning.large_cuda_threads,
+    threads = (tuning.large_cuda_threads if coef_shared
+               else tuning.large_cuda_threads_global[np.dtype(dtype).name])
+    return dict(tile=tile, threads=threads,
                 reduce_cols=tuning.large_cuda_reduce_cols,
                 reduce_threads=tuning.large_cuda_reduce_threads,
                 tau=tuning.exact_rtol[np.dtype(dtype).name],
