@@ -13,6 +13,7 @@ from conftest import SMALL_LARGE
 from scipy import stats
 
 import bulkem
+from bulkem.tuning import Tuning
 
 sklearn_mixture = pytest.importorskip("sklearn.mixture")
 
@@ -100,7 +101,8 @@ def test_loglik_never_decreases_and_a_fit_from_the_truth_stays(seed):
             "cov": np.array([c[tri] for c in COVS])}
     res = bulkem.fit([big], family="gaussian", covariance_type="full", n_components=2,
                      n_starts=1, init={k: v[None] for k, v in init.items()}, max_iter=500,
-                     tol=1e-9, backend="cpu")
+                     tol=1e-9, backend="cpu",
+                     tuning=Tuning(strategy="bulk"))  # (the large regime: its own kernel)
     got = res.params(0)
     assert res.summary.status[0] == "converged"
     assert np.allclose(got["weight"], init["weight"], atol=0.02)
@@ -181,7 +183,6 @@ def test_the_gpu_tiles_read_a_big_model_from_global_memory():
     memory; a small model keeps them in shared memory; GLOBAL_LARGE forces the first."""
     from bulkem.engines.cuda.large import plan
     from bulkem.models.mixture.gaussian_full import FAMILY
-    from bulkem.tuning import Tuning
 
     big = plan(FAMILY, 32, 32, np.float64, Tuning())
     assert (big["coef_shared"], big["stats_shared"], big["tile"]) == (False, False, 8)
@@ -194,7 +195,6 @@ def test_the_gpu_tiles_read_a_big_model_from_global_memory():
 
 @pytest.mark.cuda
 def test_global_memory_tiles_fit_as_the_cpu_engine(seed):
-    from bulkem.tuning import Tuning
 
     X = [_data(30, 3, seed)]
     kw = dict(family="gaussian", covariance_type="full", n_components=2, n_starts=2,
