@@ -4,7 +4,8 @@ CUDA: two launches per iteration and no host round trip.  The sums are
 taken in another order than on the CPU.
 
 1. A tiled E-step.  A block copies the family's coefficients ``Theta``
-   (``M x S``) into shared memory once, then walks its share of tiles of
+   (``M x S``) into shared memory once (or reads them from global memory, where
+   they leave no room for a tile: :func:`plan`), then walks its share of tiles of
    ``T`` observations.  For each tile it stages every observation's
    statistics vector ``g`` (the family's ``accum`` with ``r = 1``; for the
    Gaussian family ``[1, x, x^2]``) as ``G`` (``T x S``) in shared memory.
