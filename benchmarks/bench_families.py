@@ -77,20 +77,11 @@ def main() -> None:
     ap.add_argument("--baseline-datasets", type=int, default=0)
     ap.add_argument("--families", default="poisson,negbinom,lognormal,gamma")
     a = ap.parse_args()
+    from timing import engine_seconds
+
     import bulkem
-    from bulkem.engines import select
 
-    engine_s = [0.0]
-    run_jobs = select.run_jobs
-
-    def timed(*args, **kw):  # the engines' time inside the whole call
-        t = time.perf_counter()
-        try:
-            return run_jobs(*args, **kw)
-        finally:
-            engine_s[0] += time.perf_counter() - t
-
-    select.run_jobs = timed
+    engine_s = engine_seconds()  # the engines' time inside the whole call
     rng = np.random.default_rng(0)
     print(f"device: {platform.node()}, {os.cpu_count()} CPUs; {datetime.date.today()}; "
           f"{a.datasets:,} datasets x {a.obs:,} values, M = 2, {a.starts} starts, {a.iters} "

@@ -42,20 +42,11 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     a = ap.parse_args()
+    from timing import engine_seconds
+
     import bulkem
-    from bulkem.engines import select
 
-    engine_s = [0.0]
-    run_jobs = select.run_jobs
-
-    def timed(*a, **k):  # the engines' time inside the whole call
-        t = time.perf_counter()
-        try:
-            return run_jobs(*a, **k)
-        finally:
-            engine_s[0] += time.perf_counter() - t
-
-    select.run_jobs = timed
+    engine_s = engine_seconds()  # the engines' time inside the whole call
     rng = np.random.default_rng(0)
     x = batch(a.family, a.datasets, a.obs, rng)
     w = [rng.integers(1, 5, len(v)).astype(float) for v in x]

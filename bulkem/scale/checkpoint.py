@@ -621,9 +621,10 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
     kwargs["seed"] = resolve_seed(run, kwargs.get("seed"))
     bounds = list(chunk_bounds(chunks.n, per_chunk))
     hashes = [hash_input(chunks.get(lo, hi)) for _, lo, hi in bounds]
+    chunk_weights = [chunks.weights(weights, lo, hi) for _, lo, hi in bounds]
     if weights is not None and not isinstance(weights, str):  # (a column: in the rows' hash)
-        hashes = [_digest((h + hash_input(chunks.weights(weights, lo, hi))).encode())
-                  for h, (_, lo, hi) in zip(hashes, bounds, strict=True)]
+        hashes = [_digest((h + hash_input(w)).encode())
+                  for h, w in zip(hashes, chunk_weights, strict=True)]
     arguments = {k: v for k, v in kwargs.items() if k not in NOT_COMPARED
                  and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
     if isinstance(weights, str):
@@ -657,7 +658,7 @@ def fit(datasets: Any, checkpoint: str | os.PathLike, **kwargs: Any) -> combine.
                 with warnings.catch_warnings(record=True) as got:
                     warnings.simplefilter("always")
                     res = api.fit(data, progress=relay if bar.active else False,
-                                  weights=chunks.weights(weights, lo, hi), **kwargs)
+                                  weights=chunk_weights[i], **kwargs)
                 caught += got
                 p = combine.split(res)
                 run.write(i, p, {"chunk": i, "first": lo, "end": hi, "hash": hashes[i],
