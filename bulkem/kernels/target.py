@@ -32,6 +32,11 @@ class Target:
         (True), or return ``REDO_FLOAT64`` for the engine to refit it
         (False: the GPU, where one fit's float64 iterations would hold up the
         float32 fits sharing its warp).
+    local : callable or None
+        ``local(n, dtype) -> f``, ``f()`` a new array of ``n`` of the calling thread's own
+        (a GPU thread's local array, which the compiler keeps in registers where its
+        indices are constants), for a model's small per-thread arrays; None: the model's
+        own (the CPU's stack, :func:`bulkem.models.hmm.chain.stack_vector`).
     """
 
     name: str
@@ -40,6 +45,7 @@ class Target:
     allreduce_vec: Callable
     approx32: tuple | None = None
     redo_here: bool = True
+    local: Callable | None = None
 
 
 def kernel(**options):

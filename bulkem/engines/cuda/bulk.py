@@ -27,7 +27,7 @@ from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
 from ...tuning import REDO_FLOAT64, WARP_SIZE
 from . import buffers
-from .compat import SIMULATED, cuda, device, register_exit_hook
+from .compat import SIMULATED, cuda, device, local_array, register_exit_hook
 
 if not SIMULATED:
     from numba.cuda import libdevice
@@ -144,7 +144,7 @@ _APPROX32 = None if SIMULATED else (_exp_neg32, _recip32)
 def target(lanes: int, n_vec: int) -> Target:
     """The CUDA target for fits of ``lanes`` lanes that sum up to ``n_vec`` values at once."""
     return Target("cuda", device, *_group_sums(lanes, n_vec), approx32=_APPROX32,
-                  redo_here=False)
+                  redo_here=False, local=local_array)
 
 
 def lanes_per_fit(tol: float, dtype, model) -> int:

@@ -149,6 +149,22 @@ def device(fn):
     return cuda.jit(device=True, **_INLINE)(fn)
 
 
+def local_array(n: int, dtype):
+    """``f`` such that ``f()`` is a new local array of ``n`` values of ``dtype`` (a numpy
+    scalar type) in the calling thread: inlined at Numba's IR level, so the array is the
+    caller's (a local array made in a device function must not outlive it)."""
+    from numba import from_dtype
+
+    nb_dtype = from_dtype(np.dtype(dtype))
+    opts = {} if SIMULATED else {"inline": "always"}
+
+    @cuda.jit(device=True, **opts)
+    def vector():
+        return cuda.local.array(n, nb_dtype)
+
+    return vector
+
+
 def prepared_launch(configured, args, prepared: bool = True):
     """A no-argument function launching ``configured`` with the fixed ``args``
     (:class:`Launcher`; ``prepared``: ``Tuning.cuda_prepared_launch``)."""

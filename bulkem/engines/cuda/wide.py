@@ -43,7 +43,7 @@ from ...kernels.fastmath import EXP_CONSTS
 from ...kernels.target import Target
 from ...tuning import WARP_SIZE
 from .bulk import _APPROX32, _group_sums
-from .compat import SIMULATED, cuda, device, prepared_launch, register_exit_hook
+from .compat import SIMULATED, cuda, device, local_array, prepared_launch, register_exit_hook
 
 _WARP = WARP_SIZE
 
@@ -59,7 +59,8 @@ def _nothing(a, lo, hi):
 
 
 # The pieces run by one thread each: nothing to sum across lanes inside them.
-_TARGET = Target("cuda", device, _same, _nothing, approx32=_APPROX32, redo_here=False)
+_TARGET = Target("cuda", device, _same, _nothing, approx32=_APPROX32, redo_here=False,
+                 local=local_array)
 
 
 def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:

@@ -183,8 +183,9 @@ STACK_SUMS_MAX = 4096
 
 
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
-               update: str = "ste", *, jit_outer=None, local=None, fma=None,
-               weighted: bool = False) -> Pieces:
+               update: str = "ste", *, jit_outer=None, local=None,
+               local_max: tuple[int, int] = (STACK_VECTOR_MAX, STACK_SUMS_MAX),
+               keep_emission: bool = False, fma=None, weighted: bool = False) -> Pieces:
     """The driver pieces of a chain with this emission.
 
     Parameters
@@ -207,10 +208,21 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         halves the compile time and runs faster too (measured: a Poisson HMM, 3 states,
         first fit 25.7 -> 13.6 s, 200 datasets x 10 starts 8.4 -> 6.5 s; the same bits).
     local : callable, optional
-        ``local(n, dtype) -> f``, ``f()`` an array of ``n`` on the stack
-        (:func:`stack_vector`, the CPU): the E-step's vectors, and each unit's sums
-        (added to the block's after the unit), go there when small enough; else
-        (the GPU) the vectors are ``scratch`` and the sums go straight to ``stats``.
+        ``local(n, dtype) -> f``, ``f()`` an array of ``n`` of the thread's own (the CPU's
+        stack, :func:`stack_vector`; a GPU thread's local array): the E-step's vectors and
+        its copy of the transition matrix (up to ``local_max[0]`` values each), and each
+        unit's sums (up to ``local_max[1]`` values; added to the block's after the unit),
+        go there, where the compiler can keep them in registers (their indices are
+        constants once the loops over states are unrolled); else the vectors are
+        ``scratch``, the transitions are read from ``work`` and the sums go straight to
+        ``stats``.  The same bits either way.
+    local_max : (int, int)
+        The largest vectors (and transition matrix) and per-unit sums given ``local``
+        arrays.
+    keep_emission : bool
+        Each step's emission factors are kept after the forward vectors when the
+        buffer has room (``2 N`` per observation: the CPU engines' buffers), for the
+        backward pass to read instead of taking them again.
     fma : callable, optional
         ``fma(a, b, c)``, ``a * b + c`` rounded once, for operands of one float type
         (:func:`fused_multiply_add`, the CPU); else ``a * b + c`` as written (which the
@@ -263,13 +275,31 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     MIN_MASS = MIN_COMPONENT_MASS
     ONE_PLUS = 1.0 + PROB_RTOL
     COLLAPSE = DEGENERATE_COLLAPSE
-    STACK_VEC = local is not None and N <= STACK_VECTOR_MAX
-    # the CPU keeps each step's emission factors after the forward vectors when the buffer
-    # has room (2 N per step: the CPU engines' buffers), not to take them again backward
-    KEEP_E = local is not None
-    STACK_SUMS = local is not None and N * N + 2 * N + NSE <= STACK_SUMS_MAX
+    STACK_VEC = local is not None and N <= local_max[0]
+    STACK_TRANS = local is not None and N * N <= local_max[0]
+    KEEP_E = keep_emission
+    STACK_SUMS = local is not None and N * N + 2 * N + NSE <= local_max[1]
     if STACK_VEC:
         vector = local(N, dtype)
+    if STACK_TRANS:  # the E-step's copy of the transitions
+        trans_v = local(N * N, dtype)
+        TO = 0
+
+        def take_trans(work, tr):
+            for k in range(N * N):
+                tr[k] = work[PT + k]
+            return tr
+    else:  # read from work
+        TO = PT
+
+        def no_trans():
+            return 0
+
+        def take_trans(work, tr):
+            return work
+
+        trans_v = jit(no_trans)
+    take_trans_f = jit(take_trans)
     if STACK_SUMS:
         sums_nn, sums_n, sums_e = local(N * N, np.float64), local(N, np.float64), \
             local(max(NSE, 1), np.float64)
@@ -328,7 +358,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
 
     weight_f, start_mass_f = jit(unit_weight), jit(start_mass)
 
-    def unit(x, a0, T, work, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf, wt):
+    def unit(x, a0, T, work, tr, to, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf, wt):
         # The unit's statistics (the posteriors, normalised by wt / Z) count wt times.
         # forward: a = alpha_t 2^-R (R the exponents taken out so far), stored in
         # buf[t N:(t + 1) N]; the normalisation of a step is not waited for by the next
@@ -347,11 +377,11 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                     buf[NT + t * N + j] = e[j]
             ai = a[0]
             for j in range(N):
-                nb[j] = ai * work[PT + j]
+                nb[j] = ai * tr[to + j]
             for i in range(1, N):
                 ai = a[i]
                 for j in range(N):
-                    nb[j] = fma(ai, work[PT + i * N + j], nb[j])
+                    nb[j] = fma(ai, tr[to + i * N + j], nb[j])
             for j in range(N):
                 a[j] = nb[j] * e[j]
             R += settle_f(a, -TH, 0)
@@ -388,9 +418,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                     e[j] *= b[j]
             # e_j = w_j = b_j(x_{t+1}) beta_{t+1}(j)
             for i in range(N):
-                acc = work[PT + i * N] * e[0]
+                acc = tr[to + i * N] * e[0]
                 for j in range(1, N):
-                    acc = fma(work[PT + i * N + j], e[j], acc)
+                    acc = fma(tr[to + i * N + j], e[j], acc)
                 b[i] = acc
             z = CAST(buf[t * N]) * b[0]
             for i in range(1, N):
@@ -426,6 +456,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
             x, units, block = data[0], data[1], data[2]  # block: Tuning.wide_cpu_chunk_units
             a, e, b, nb = vector(), vector(), vector(), vector()
+            tr = take_trans_f(work, trans_v())
             xs, oc, st, es = sums_nn(), sums_n(), sums_n(), sums_e()
             for k in range(N * N):
                 xs[k] = 0.0
@@ -441,8 +472,8 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             while u < hi:
                 a0 = units[u]
                 w = weight_f(data, u)
-                part += w * unit_f(x, a0, units[u + 1] - a0, work, xs, 0, oc, 0, st, 0, es, 0,
-                                   a, e, b, nb, buf, CAST(w))
+                part += w * unit_f(x, a0, units[u + 1] - a0, work, tr, TO, xs, 0, oc, 0, st,
+                                   0, es, 0, a, e, b, nb, buf, CAST(w))
                 for k in range(N):  # the unit's sums into the block's
                     stats[k] += st[k]
                     st[k] = 0.0
@@ -472,6 +503,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 e = scratch[N:2 * N]
                 b = scratch[2 * N:3 * N]
                 nb = scratch[3 * N:4 * N]
+            tr = take_trans_f(work, trans_v())
             ll = 0.0
             part = 0.0
             n = 0
@@ -479,8 +511,8 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             while u < hi:
                 a0 = units[u]
                 w = weight_f(data, u)
-                part += w * unit_f(x, a0, units[u + 1] - a0, work, stats, PT, stats, SO, stats,
-                                   0, stats, SE, a, e, b, nb, buf, CAST(w))
+                part += w * unit_f(x, a0, units[u + 1] - a0, work, tr, TO, stats, PT, stats, SO,
+                                   stats, 0, stats, SE, a, e, b, nb, buf, CAST(w))
                 u += step
                 n += 1
                 if n == block or u >= hi:

@@ -21,6 +21,10 @@ from .chain import ChainLayout, fused_multiply_add, make_chain, stack_vector
 from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
 from .weights import unit_weights, weight_problems, with_column
 
+# The largest vectors (and transition matrices) and per-unit sums a GPU thread keeps in local
+# arrays of their own (make_chain's local_max): small enough to live in registers.
+GPU_LOCAL_MAX = (64, 512)
+
 
 @dataclass(frozen=True)
 class HMMModel(Model):
@@ -178,13 +182,16 @@ class HMMModel(Model):
 
     def pieces(self, dtype, target) -> Pieces:
         # CPU: the E-step and M-step compiled once each, not inlined, the E-step's vectors
-        # and per-unit sums on the stack, its products fused (see make_chain)
+        # and per-unit sums on the stack, its products fused (see make_chain).  GPU: small
+        # vectors and sums in the thread's local arrays (registers), not in the local
+        # memory of its statistics.
         if target.name != "cpu":
             return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
-                              self.update, weighted=self.weighted)
+                              self.update, local=target.local, local_max=GPU_LOCAL_MAX,
+                              weighted=self.weighted)
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
                           self.update, jit_outer=kernel(), local=stack_vector,
-                          fma=fused_multiply_add(), weighted=self.weighted)
+                          keep_emission=True, fma=fused_multiply_add(), weighted=self.weighted)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""
