@@ -48,6 +48,7 @@ from bulkem import StateSpace  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_kalman import row, simulate_ar  # noqa: E402
+from tuning_args import from_items  # noqa: E402
 
 PHI = {1: [0.6], 2: [0.5, -0.3], 3: [0.5, -0.3, 0.2]}  # stationary; the AR(3)
 
@@ -55,7 +56,7 @@ PHI = {1: [0.6], 2: [0.5, -0.3], 3: [0.5, -0.3, 0.2]}  # stationary; the issue's
 def bulkem_fit(ys, args, backend):
     return bulkem.fit(list(ys), family="ar", order=args.order, n_starts=args.n_starts,
                       max_iter=args.n_iter, tol=0.0, accel=False, seed=args.seed, backend=backend,
-                      progress=False)
+                      progress=False, tuning=from_items(args.set))
 
 
 def statsmodels_fits(ys, order: int) -> tuple[float, np.ndarray]:
@@ -85,6 +86,8 @@ def main() -> None:
     ap.add_argument("--cpu-series", type=int, default=0,
                     help="the CPU engine is timed on this many series (0: all)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a Tuning field to fit with, e.g. cuda_max_registers_units=None")
     args = ap.parse_args()
     from bulkem.engines import cuda
 

@@ -201,9 +201,15 @@ class Tuning:
     # Sequence models (lanes split a dataset's sequences): lanes per fit by (tol > 0), and
     # the register cap.  Measured on an H200 (issue-13 HMM batch: 20,000 fits of 20
     # sequences, N = 4, V = 8, float64, tol = 0): 4 lanes and 64 registers 6,927 fits/s;
-    # no cap 9,099; 128 registers 8,628; 2 lanes 9,104; 8 lanes 2,894.
+    # no cap 9,099; 128 registers 8,628; 2 lanes 9,104; 8 lanes 2,894.  Since the chain's
+    # vectors, transitions and per-unit sums are arrays of their own (2026-11-30, same run,
+    # fits/s: no cap / 128 / 168 / 200 registers; 128 and 4 lanes): categorical 11,754 /
+    # 15,587 / 15,567 / 11,986; 13,134; Gaussian D = 1 11,227 / 15,349 / 16,869 / 11,349;
+    # D = 4 5,872 / 5,786 / 6,410 / 5,725; Poisson 10,160 / 14,144 / 14,616 / 10,331.  168
+    # registers leave room for 3 blocks of 4 warps an SM (255 or 200: 2), so the batch's
+    # 40,000 threads run in one wave, and no spills enter these models' step loops.
     cuda_lanes_per_fit_units: Mapping[bool, int] = compiled({False: 2, True: 2}, "cuda")
-    cuda_max_registers_units: int | None = compiled(None, "cuda")
+    cuda_max_registers_units: int | None = compiled(168, "cuda")
     # Hidden Markov models with more states than this run on the GPU one fit at a time, each
     # time step a tiled matrix product over the sequences (bulkem.engines.cuda.many_states);
     # the bulk kernel keeps a lane's state vectors and N x N statistics per lane.
