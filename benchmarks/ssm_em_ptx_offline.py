@@ -57,7 +57,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="ar1,ar3,ar10,level")
     ap.add_argument("--regs", type=int, default=0,
-                    help="register cap (default: Tuning.cuda_max_registers_units)")
+                    help="register cap (default: Tuning.cuda_max_registers_series)")
     args = ap.parse_args()
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
     data = types.Tuple((float64[::1], int64[::1]))
@@ -70,7 +70,7 @@ def main() -> None:
         lanes = bulk.lanes_per_fit(1e-6, np.float64, model)
         k = bulk.kernel(model, np.dtype("float64"), lanes)
         ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
-        regs = args.regs or model.tuning.cuda_max_registers_units
+        regs = args.regs or model.cuda_max_registers
         print(f"{name:6} lanes={lanes} regs<={regs} {assemble(ptx, regs)}",
               flush=True)
 

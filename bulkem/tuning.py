@@ -356,6 +356,10 @@ class Tuning:
     # Lanes that share a fit on the GPU, by (tol > 0): a lane takes whole series, so one
     # lane per fit when datasets are single series (the usual case), no idle lanes.
     cuda_lanes_per_fit_series: Mapping[bool, int] = compiled({False: 1, True: 1}, "cuda")
+    # Their register cap (the chains' cuda_max_registers_units does not suit them: 10,000
+    # AR(3) series x 500 steps, 10 starts, 50 iterations, H200, 2026-11-30: no cap (224
+    # registers, no spills) 94,671 fits/s, 168 registers 87,061).
+    cuda_max_registers_series: int | None = compiled(None, "cuda")
     # An AR fit whose companion matrix has a spectral radius at or above this is flagged in
     # summary.message: the stationary prior holds it inside the unit circle, but the data
     # may not be stationary.

@@ -196,7 +196,8 @@ def kernel(model, dtype, lanes: int = _WARP):
     dtype = np.dtype(dtype)
     units = model.sizes().buf_per_len > 0  # a sequence model
     tuning = model.tuning
-    regs = tuning.cuda_max_registers_units if units else tuning.cuda_max_registers
+    regs = (getattr(model, "cuda_max_registers", tuning.cuda_max_registers_units) if units
+            else tuning.cuda_max_registers)
     key = (model.key, tuning.key("cuda"), dtype.name, G)
     if key in _kernels:
         return _kernels[key]

@@ -183,6 +183,11 @@ class SSMModel(Model):
         """Lanes per fit on the GPU, by ``tol > 0`` (read by the bulk CUDA kernel)."""
         return self.tuning.cuda_lanes_per_fit_series
 
+    @property
+    def cuda_max_registers(self) -> int | None:
+        """The GPU bulk kernel's register cap (read by the bulk CUDA kernel)."""
+        return self.tuning.cuda_max_registers_series
+
     init_methods = ("random",)
     default_max_iter = 500  # (accelerated AR(3) x 500 steps: 99% of fits end within it)
     default_init = "random"
