@@ -83,6 +83,10 @@ def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:
     """
     lengths = np.asarray(lengths)
     n = len(lengths)
+    if n and lengths.dtype.kind in "iu" and 0 <= lengths.min() and lengths.max() <= 4 * n + 1024:
+        order = np.empty(n, dtype=np.int64)  # (a counting sort: one pass to count, one to place)
+        _deal_counting(lengths.astype(np.int64, copy=False), n_threads, int(lengths.max()), order)
+        return order
     key = -lengths
     if n and 0 <= lengths.min() and lengths.max() < 1 << 15:
         key = key.astype(np.int16)  # (numpy's stable sort of 16-bit keys is a radix sort)
@@ -94,6 +98,28 @@ def deal(lengths: np.ndarray, n_threads: int) -> np.ndarray:
     order = np.empty(n, dtype=np.int64)
     order[r * n_threads + thread] = ranked
     return order
+
+
+@njit(cache=True, nogil=True)
+def _deal_counting(lengths, T, top, order):
+    """:func:`deal` by a counting sort of the lengths (``0 <= lengths <= top``): units of equal
+    length keep their order, as in the stable sort, so the same ``order``."""
+    n = len(lengths)
+    at = np.zeros(top + 2, np.int64)  # rank of the first unit of each length, longest first
+    for i in range(n):
+        at[top - lengths[i] + 1] += 1
+    for k in range(1, top + 2):
+        at[k] += at[k - 1]
+    full = n // T
+    for i in range(n):
+        key = top - lengths[i]
+        k = at[key]
+        at[key] = k + 1
+        r = k // T
+        t = k - r * T
+        if r % 2 == 1 and r < full:
+            t = T - 1 - t
+        order[r * T + t] = i
 
 
 def thread_loads(lengths: np.ndarray, order: np.ndarray, n_threads: int) -> np.ndarray:
