@@ -16,7 +16,7 @@ coefficients and statistics per state):
   emission (N x S)``: the first (``P`` values, before ``first_stat``) sums a block of units,
   the second (``stats[P:]``) the fit's totals; a block's transitions are the sums of
   ``xi_t(i, j) / A_ij``, multiplied by ``A_ij`` once, when the block is added to the totals;
-* scratch (compute dtype): five vectors of ``N`` (the GPU's; the CPU's E-step keeps its
+* scratch (compute dtype): four vectors of ``N`` (the GPU's; the CPU's E-step keeps its
   vectors, and each unit's sums before they join the block's, on its stack);
 * buf (float64): the unit's forward vectors, ``N`` per observation; on the CPU, whose
   buffers hold ``2 N`` per observation, each step's emission factors follow them, so that
@@ -116,7 +116,7 @@ class ChainLayout(NamedTuple):
 
     def sizes(self) -> Sizes:
         return Sizes(params=self.n_params, stats=self.n_stats, totals=0, coef=0,
-                     work=self.n_work, scratch=5 * self.N, buf_per_len=self.N)
+                     work=self.n_work, scratch=4 * self.N, buf_per_len=self.N)
 
 
 def stack_vector(n: int, dtype):
@@ -358,43 +358,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
 
     weight_f, start_mass_f = jit(unit_weight), jit(start_mass)
 
-    def load(buf, t, fa):  # alpha_t from the buffer
-        for i in range(N):
-            fa[i] = CAST(buf[t * N + i])
-
-    def back(x, a0, t, NT, keep, work, tr, to, xs, xo, oc, oo, es, eo, e, b, nb, fa, buf, wt):
-        # one backward step, to t from t + 1 (b = beta_{t+1} 2^-k in, beta_t 2^-k' out);
-        # fa = alpha_t
-        if keep:
-            for j in range(N):
-                e[j] = CAST(buf[NT + (t + 1) * N + j]) * b[j]
-        else:
-            dens(work, WE, N, K, x, a0 + t + 1, e)
-            for j in range(N):
-                e[j] *= b[j]
-        # e_j = w_j = b_j(x_{t+1}) beta_{t+1}(j)
-        for i in range(N):
-            acc = tr[to + i * N] * e[0]
-            for j in range(1, N):
-                acc = fma(tr[to + i * N + j], e[j], acc)
-            b[i] = acc
-        z = fa[0] * b[0]
-        for i in range(1, N):
-            z = fma(fa[i], b[i], z)
-        inv = wt / z
-        for i in range(N):
-            ai = fa[i] * inv
-            for j in range(N):  # xi_t(i, j) / A_ij (A_ij is applied once per block)
-                xs[xo + i * N + j] = fma(F64(ai), F64(e[j]), xs[xo + i * N + j])
-            g = np.float64(ai * b[i])
-            oc[oo + i] += g
-            nb[i] = g
-        accum_all(es, eo, N, K, nb, x, a0 + t)
-        settle_f(b, -TH, TH)
-
-    load_f, back_f = jit(load), jit(back)
-
-    def unit(x, a0, T, work, tr, to, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, pb, buf, wt):
+    def unit(x, a0, T, work, tr, to, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf, wt):
         # The unit's statistics (the posteriors, normalised by wt / Z) count wt times.
         # forward: a = alpha_t 2^-R (R the exponents taken out so far), stored in
         # buf[t N:(t + 1) N]; the normalisation of a step is not waited for by the next
@@ -443,25 +407,34 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             oc[oo + i] += g
             nb[i] = g
         accum_all(es, eo, N, K, nb, x, a0 + t)
-        # alpha_t comes from the buffer a step ahead, into a (free after the forward pass)
-        # and pb in turn: the loads of alpha_{t-1} are in flight while step t is taken (on
-        # the GPU the buffer is in global memory, its latency that of a step's work)
-        pa = a
-        if t > 0:
-            load_f(buf, t - 1, pa)
         while t > 0:
             t -= 1
-            if t > 0:
-                load_f(buf, t - 1, pb)
-            back_f(x, a0, t, NT, keep, work, tr, to, xs, xo, oc, oo, es, eo, e, b, nb, pa,
-                   buf, wt)
-            if t == 0:
-                break
-            t -= 1
-            if t > 0:
-                load_f(buf, t - 1, pa)
-            back_f(x, a0, t, NT, keep, work, tr, to, xs, xo, oc, oo, es, eo, e, b, nb, pb,
-                   buf, wt)
+            if keep:
+                for j in range(N):
+                    e[j] = CAST(buf[NT + (t + 1) * N + j]) * b[j]
+            else:
+                dens(work, WE, N, K, x, a0 + t + 1, e)
+                for j in range(N):
+                    e[j] *= b[j]
+            # e_j = w_j = b_j(x_{t+1}) beta_{t+1}(j)
+            for i in range(N):
+                acc = tr[to + i * N] * e[0]
+                for j in range(1, N):
+                    acc = fma(tr[to + i * N + j], e[j], acc)
+                b[i] = acc
+            z = CAST(buf[t * N]) * b[0]
+            for i in range(1, N):
+                z = fma(CAST(buf[t * N + i]), b[i], z)
+            inv = wt / z
+            for i in range(N):
+                ai = CAST(buf[t * N + i]) * inv
+                for j in range(N):  # xi_t(i, j) / A_ij (A_ij is applied once per block)
+                    xs[xo + i * N + j] = fma(F64(ai), F64(e[j]), xs[xo + i * N + j])
+                g = np.float64(ai * b[i])
+                oc[oo + i] += g
+                nb[i] = g
+            accum_all(es, eo, N, K, nb, x, a0 + t)
+            settle_f(b, -TH, TH)
         for i in range(N):
             st[so + i] += nb[i]  # gamma_0
         return ll
@@ -482,7 +455,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     if STACK_VEC and STACK_SUMS:
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
             x, units, block = data[0], data[1], data[2]  # block: Tuning.wide_cpu_chunk_units
-            a, e, b, nb, pb = vector(), vector(), vector(), vector(), vector()
+            a, e, b, nb = vector(), vector(), vector(), vector()
             tr = take_trans_f(work, trans_v())
             xs, oc, st, es = sums_nn(), sums_n(), sums_n(), sums_e()
             for k in range(N * N):
@@ -500,7 +473,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 a0 = units[u]
                 w = weight_f(data, u)
                 part += w * unit_f(x, a0, units[u + 1] - a0, work, tr, TO, xs, 0, oc, 0, st,
-                                   0, es, 0, a, e, b, nb, pb, buf, CAST(w))
+                                   0, es, 0, a, e, b, nb, buf, CAST(w))
                 for k in range(N):  # the unit's sums into the block's
                     stats[k] += st[k]
                     st[k] = 0.0
@@ -524,13 +497,12 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         def estep(data, lo, hi, step, work, stats, scratch, buf, xc):
             x, units, block = data[0], data[1], data[2]  # block: Tuning.wide_cpu_chunk_units
             if STACK_VEC:
-                a, e, b, nb, pb = vector(), vector(), vector(), vector(), vector()
+                a, e, b, nb = vector(), vector(), vector(), vector()
             else:
                 a = scratch[0:N]
                 e = scratch[N:2 * N]
                 b = scratch[2 * N:3 * N]
                 nb = scratch[3 * N:4 * N]
-                pb = scratch[4 * N:5 * N]
             tr = take_trans_f(work, trans_v())
             ll = 0.0
             part = 0.0
@@ -540,7 +512,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 a0 = units[u]
                 w = weight_f(data, u)
                 part += w * unit_f(x, a0, units[u + 1] - a0, work, tr, TO, stats, PT, stats, SO,
-                                   stats, 0, stats, SE, a, e, b, nb, pb, buf, CAST(w))
+                                   stats, 0, stats, SE, a, e, b, nb, buf, CAST(w))
                 u += step
                 n += 1
                 if n == block or u >= hi:
