@@ -68,6 +68,8 @@ class Ragged:
     units: np.ndarray
     groups: np.ndarray
     kernel_cache: dict | None = field(default=None, repr=False, compare=False)
+    _value_stats: np.ndarray | None = field(default=None, init=False, repr=False,
+                                            compare=False)
 
     def __post_init__(self) -> None:
         # Numba types a read-only array apart, so read-only values (a pandas column under
@@ -96,6 +98,16 @@ class Ragged:
     def value_offsets(self) -> np.ndarray:
         """Where each dataset's values start and end, ``(n_datasets + 1,)``."""
         return self.units[self.groups]
+
+    def value_stats(self) -> np.ndarray:
+        """Per dataset: the sum of its values, the largest and the sum of their logs,
+        ``(n_datasets, 3)`` (:func:`bulkem.data._checks.segment_stats`; positive 1-D values),
+        taken once and kept (a TMAP fit's starts and constants both read them)."""
+        if self._value_stats is None:
+            from ._checks import segment_stats
+
+            self._value_stats = segment_stats(self.values, self.value_offsets)
+        return self._value_stats
 
     def dataset_sizes(self) -> np.ndarray:
         """Values per dataset, ``(n_datasets,)``."""

@@ -215,7 +215,8 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         go there, where the compiler can keep them in registers (their indices are
         constants once the loops over states are unrolled); else the vectors are
         ``scratch``, the transitions are read from ``work`` and the sums go straight to
-        ``stats``.  The same bits either way.
+        ``stats`` (the vectors and transitions give the same bits either way; the per-unit
+        sums add in another order).
     local_max : (int, int)
         The largest vectors (and transition matrix) and per-unit sums given ``local``
         arrays.

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ...data._checks import segment_stats
 from ...fitting.starts import dataset_keys, seed_key, uniform
 
 # Random starts (the paper's section 4.1): rates are scaled down so that x_max * lambda_max
@@ -77,7 +76,7 @@ def draw(orders: tuple[int, ...], data, seed: int, fit_ds: np.ndarray, fit_start
     groups, vo = data.groups, data.value_offsets
     n_runs = np.diff(groups)
     n_values = np.diff(vo)
-    stats = segment_stats(data.values, vo)  # (every trace's values on every core)
+    stats = data.value_stats()  # (every trace's values on every core, once a fit)
     sums, xmax = stats[:, 0], np.maximum(stats[:, 1], 0.0)
     keys = trace_keys(data.units, groups)
     _draw(fit_ds, fit_start, keys, seed_key(seed), np.asarray(orders, np.float64),

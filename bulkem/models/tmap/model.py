@@ -263,7 +263,7 @@ class TMAPModel(HMMModel):
 
         ``-log x`` is the part of every branch's log density that the
         emission's ``dens`` leaves out (:mod:`.erlang`); summed on every core
-        (:func:`bulkem.data._checks.segment_stats`), or left 0 with
+        (:meth:`bulkem.data.Ragged.value_stats`), or left 0 with
         ``constants=False`` (for an engine that has them already).
         """
         values, w = self.split(data.values)
@@ -274,9 +274,7 @@ class TMAPModel(HMMModel):
 
             const = -segment_sums(np.log(x) * w, data.value_offsets)
         elif constants and len(x):
-            from ...data._checks import segment_stats
-
-            const = -segment_stats(x, data.value_offsets)[:, 2]
+            const = -data.value_stats()[:, 2]
         batch = (x, data.units, self.tuning.wide_cpu_chunk_units)
         if w is not None:  # (a valid trace's runs are not empty: a row each)
             batch += (np.ascontiguousarray(w[data.units[:-1]]),)
