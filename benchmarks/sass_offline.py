@@ -2,6 +2,9 @@
 
     python benchmarks/sass_offline.py [--family invgauss] [--components 2] [--dims 1]
                                       [--out DIR] [--set NAME=VALUE ...]
+    python benchmarks/sass_offline.py --family hmm --emission categorical \
+                                      --components 4 --dims 8 --dtypes float64
+    python benchmarks/sass_offline.py --family tmap --orders 1,2,3
 
 Numba compiles the kernel to PTX for sm_90 (needs libNVVM, not a GPU),
 ``ptxas`` assembles it with the engine's register cap and ``nvdisasm`` lists
@@ -15,8 +18,16 @@ looks for it.  On the development machines (CUDA 13.0 toolkit, no driver)::
     LD_LIBRARY_PATH=/usr/local/cuda-13.0/lib64 CUDA_HOME=/usr/local/cuda-13.0 \
     NVDISASM=/tmp/nvdis/nvidia/cu13/bin/nvdisasm python benchmarks/sass_offline.py
 
-(libNVVM must match ``ptxas``: a newer libNVVM writes PTX that an older
-``ptxas`` refuses.)
+Numba 0.68's CUDA target also loads libnvrtc (to pick the architecture): where the toolkit
+lacks it, ``pip download --no-deps nvidia-cuda-nvrtc==13.0.*``, unzip it and add its
+``nvidia/cu13/lib`` to ``LD_LIBRARY_PATH``.  (libNVVM must match ``ptxas``: a newer libNVVM
+writes PTX that an older ``ptxas`` refuses.)
+
+Hidden Markov models (``--family hmm``: ``--emission``, ``--components`` states, ``--dims``
+symbols or dimensions) and TMAPs (``--family tmap --orders``) compile the bulk kernel of
+sequence models, with their register cap (``Tuning.cuda_max_registers_units``); their
+step loops are the short inner loops of the listing (the 2026-11-30 session found the
+E-step's per-step sums in local memory this way: ``LDL``/``STL`` in those loops).
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from numba import cuda, float32, float64, int32, int64, types
+from numba import cuda, float64, int32, int64, types
 from numba.cuda import dispatcher as cuda_dispatcher
 
 from bulkem import models
@@ -52,22 +63,51 @@ class _Hopper:
     compute_capability = (9, 0)
 
 
-def compile_sass(family: str, m: int, d: int, dtype: str,
-                 tuning: Tuning = DEFAULT) -> tuple[str, str]:
+def _model(family: str, m: int, d: int, tuning: Tuning, emission: str = "categorical",
+           orders: tuple = (1, 2, 3)):
+    """The model whose bulk kernel is compiled, and whether it is a model of units."""
+    import dataclasses
+
+    if family == "hmm":
+        from bulkem.models.hmm import EMISSIONS, HMMModel
+
+        return dataclasses.replace(HMMModel(EMISSIONS[emission], m, d), tuning=tuning), True
+    if family == "tmap":
+        from bulkem.models.tmap import TMAPModel
+
+        return dataclasses.replace(TMAPModel.of(orders), tuning=tuning), True
+    return models.MixtureModel(models.get(family), m, d, tuning=tuning), False
+
+
+def compile_sass(family: str, m: int, d: int, dtype: str, tuning: Tuning = DEFAULT,
+                 emission: str = "categorical", orders: tuple = (1, 2, 3)) -> tuple[str, str]:
     cuda_dispatcher.get_current_device = _Hopper  # no GPU here; compile for sm_90
-    fam = models.get(family)
-    model = models.MixtureModel(fam, m, d, tuning=tuning)
+    model, units = _model(family, m, d, tuning, emission, orders)
     kernel = bulk.kernel(model, np.dtype(dtype), bulk.lanes_per_fit(0.0, dtype, model))
-    fdt = float32 if dtype == "float32" else float64
-    sig = (types.Tuple((fdt[::1], int64)), types.Tuple((float64[::1], int64)), int64[::1],
-           int64[::1], float64[::1], float64[:, ::1], int32[::1], int32[::1], float64[::1],
-           types.UniTuple(float64, len(EXP_CONSTS)), int64, float64, float64, float64,
-           int64[::1], int32[::1], float64[:, ::1], float64[:, ::1], int64)
+    # the batch tuple's types, from the model's own packing of a tiny dataset
+    from numba import typeof
+
+    from bulkem.data import Ragged
+
+    width = 1 if units else d
+    values = np.ones((4, width)) if width > 1 else np.ones(4)
+    part = Ragged(values, np.array([0, 2, 4]), np.array([0, 2]) if units else np.array([0, 1]))
+    if not units:
+        part = Ragged.flat(values, np.array([0, 4]))
+    batch = model.kernel_data(part)[0]
+    narrow = tuple(a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype == np.float64
+                   else a for a in batch)
+    data, data64 = typeof(narrow), typeof(batch)
+    sig = (data, data64, int64[::1], int64[::1], float64[::1], float64[:, ::1], int32[::1],
+           int32[::1], float64[::1], types.UniTuple(float64, len(EXP_CONSTS)), int64, float64,
+           float64, float64, int64[::1], int32[::1], float64[:, ::1], float64[:, ::1], int64,
+           float64[:, ::1])
     ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
     with tempfile.TemporaryDirectory() as tmp:
         src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
         src.write_text(ptx)
-        cap = tuning.cuda_max_registers
+        cap = (getattr(model, "cuda_max_registers", tuning.cuda_max_registers_units) if units
+               else tuning.cuda_max_registers)
         regs = ["-maxrregcount", str(cap)] if cap else []
         info = subprocess.run([os.environ.get("PTXAS", "ptxas"), "-arch=sm_90", "-O3", "-v", *regs,
                                str(src), "-o", str(cubin)], capture_output=True, text=True)
@@ -106,7 +146,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="invgauss")
     ap.add_argument("--components", type=int, default=2)
-    ap.add_argument("--dims", type=int, default=1)
+    ap.add_argument("--dims", type=int, default=1,
+                    help="dimensions (hmm: symbols of a categorical emission, or dimensions)")
+    ap.add_argument("--emission", default="categorical", help="hmm: the emission")
+    ap.add_argument("--orders", default="1,2,3", help="tmap: the branches' orders")
+    ap.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
     ap.add_argument("--out", default=None, help="write the SASS listings here")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a Tuning field to compile with, e.g. cuda_max_registers=None (or "
@@ -114,8 +158,10 @@ def main() -> None:
     args = ap.parse_args()
     tuning = from_items(args.set)
     fp64 = {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX", "F2F", "I2F", "F2I", "MUFU"}
-    for dtype in ("float64", "float32"):
-        sass, usage = compile_sass(args.family, args.components, args.dims, dtype, tuning)
+    orders = tuple(int(r) for r in args.orders.split(","))
+    for dtype in args.dtypes:
+        sass, usage = compile_sass(args.family, args.components, args.dims, dtype, tuning,
+                                   args.emission, orders)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             Path(args.out, f"sass_offline_{dtype}.txt").write_text(sass)
