@@ -144,13 +144,12 @@ class Ragged:
     def units_in_order(self, d: int, order: np.ndarray) -> Ragged:
         """Dataset ``d`` alone, its units stored in ``order`` (one dataset of ``len(order)``
         units; the offsets in one compiled pass, the values copied on every core)."""
-        u0 = self.groups[d]
+        own = self.units[self.groups[d]:self.groups[d + 1] + 1]  # the dataset's unit offsets
+        order = np.asarray(order, dtype=np.int64)
         units = np.empty(len(order) + 1, dtype=np.int64)
         width = int(np.prod(self.values.shape[1:], dtype=np.int64))
         src = np.ascontiguousarray(self.values).reshape(-1)
-        n = _offsets_in_order(self.units[u0:self.groups[d + 1] + 1],
-                              np.asarray(order, dtype=np.int64), units)
-        out = np.empty(n * width, dtype=src.dtype)
-        _copy_units(src, self.units[u0:self.groups[d + 1] + 1], order, units, width, out)
+        out = np.empty(_offsets_in_order(own, order, units) * width, dtype=src.dtype)
+        _copy_units(src, own, order, units, width, out)
         return Ragged(out.reshape((-1,) + self.values.shape[1:]), units,
                       np.array([0, len(order)], dtype=np.int64))
