@@ -12,7 +12,8 @@ parts with it, e.g.::
 It prints the seconds spent compiling per process and per model family (each kernel counted
 at its first compilation: the union a cold run must pay), the kernels compiled more than once
 (by several processes at once, or again after a lost cache entry), the most expensive
-kernels and, for a pytest run, the compile seconds of each test file (with ``--durations
+kernels, the kernels that one test file alone calls (from the logged calls: candidates to
+share) and, for a pytest run, the compile seconds of each test file (with ``--durations
 LOG``, a pytest log of ``--durations=0``, beside each file's test time: what is left is the
 tests' own work).  Seconds are wall time of the compiling process, so they grow when
 processes share the cores.
@@ -44,10 +45,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", help="a BULKEM_COMPILE_LOG file")
     ap.add_argument("--top", type=int, default=15, help="the most expensive kernels to list")
+    ap.add_argument("--min-single", type=float, default=5.0,
+                    help="list kernels one test file alone calls from this many seconds")
     ap.add_argument("--durations", help="a pytest log of --durations=0 (per-file test time)")
     args = ap.parse_args()
     with open(args.log) as fh:
-        recs = [json.loads(line) for line in fh if line.strip()]
+        lines = [json.loads(line) for line in fh if line.strip()]
+    recs = [r for r in lines if "use" not in r]
+    uses = [r for r in lines if "use" in r]
     first: dict = {}
     again = collections.defaultdict(list)
     for r in recs:
@@ -85,6 +90,16 @@ def main() -> None:
     print("\n| seconds | function | kernel |\n|---|---|---|")
     for (name, key), r in sorted(first.items(), key=lambda x: -x[1]["seconds"])[:args.top]:
         print(f"| {r['seconds']:.1f} | {name[:30]} | {short(key)} |")
+
+    if uses:
+        users = collections.defaultdict(set)
+        for u in uses:
+            users[(u["name"], u["use"])].add(u["test"].split("::")[0] or "(outside pytest: R)")
+        print("\n| seconds | kernel | the only test file that calls it |\n|---|---|---|")
+        for (name, key), r in sorted(first.items(), key=lambda x: -x[1]["seconds"]):
+            files = users.get((name, key), set())
+            if len(files) == 1 and r["seconds"] >= args.min_single:
+                print(f"| {r['seconds']:.1f} | {name[:30]} {short(key)} | {next(iter(files))} |")
 
     by_file = collections.defaultdict(float)
     for r in recs:

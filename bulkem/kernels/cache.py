@@ -253,6 +253,28 @@ if os.environ.get("BULKEM_COMPILE_LOG"):
     numba_event.register("numba:compile", _CompileLog(os.environ["BULKEM_COMPILE_LOG"]))
 
 
+class _UseLogged:
+    """With ``BULKEM_COMPILE_LOG``: a kernel that appends a ``use`` line to the log the first
+    time each test calls it (which tests need which kernels: a kernel that one test alone
+    needs is a candidate to share), then calls it.  Kernels are only called from Python."""
+
+    def __init__(self, disp, key: str) -> None:
+        self._disp, self._key, self._seen = disp, key, set()
+
+    def __call__(self, *args, **kwargs):
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+        if test not in self._seen:
+            self._seen.add(test)
+            line = json.dumps({"use": self._key, "pid": os.getpid(), "test": test,
+                               "name": getattr(self._disp.py_func, "__qualname__", "")})
+            with open(os.environ["BULKEM_COMPILE_LOG"], "a") as fh:
+                fh.write(line + "\n")
+        return self._disp(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._disp, name)
+
+
 def njit_cached(key: tuple, **options):
     """``numba.njit(**options)``, its compiled code kept on disk under ``key`` (see above).
 
@@ -274,6 +296,7 @@ def njit_cached(key: tuple, **options):
                 pass
         if os.environ.get("BULKEM_COMPILE_LOG"):
             _logged_keys[id(disp)] = repr(key)
+            return _UseLogged(disp, repr(key))
         return disp
 
     return wrap
