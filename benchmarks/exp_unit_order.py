@@ -1,0 +1,49 @@
+"""Does the order of a dataset's sequences change the GPU's HMM rate? (issue 33)
+
+A fit's lanes (``Tuning.cuda_lanes_per_fit_units``, 2) take its sequences in turn and
+wait for each other at the end of each; sequences of lengths 50-500 in random order make
+a pair's time the longer one's (E[max] / E[len] = 1.27 for uniform lengths).  The issue-13
+batch (``bench_hmm.make_batch``) fitted as drawn and with each dataset's sequences sorted
+by length (the user's call, no engine change): fits/s of each, best of ``--repeat``.
+
+    python benchmarks/exp_unit_order.py --datasets 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from bench_hmm import fit_options, make_batch
+
+import bulkem
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=int, default=1000)
+    ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--emission", default="categorical")
+    args = ap.parse_args()
+    data = make_batch(args.datasets, emission=args.emission)
+    by_len = [sorted(d, key=len) for d in data]
+    opts = {**fit_options(args.emission, args.starts, args.iters), "backend": args.backend}
+    bulkem.fit(data[:2], **{**opts, "n_starts": 2, "max_iter": 2})  # compile
+    n = args.datasets * args.starts
+    print("| order | fits/s | best s | mean loglik |\n|---|---|---|---|")
+    for name, d in (("as drawn", data), ("sorted by length", by_len), ("as drawn", data)):
+        best = np.inf
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            res = bulkem.fit(d, **opts)
+            best = min(best, time.perf_counter() - t0)
+        print(f"| {name} | {n / best:,.0f} | {best:.3f} | {res.summary.loglik.mean():.6f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
