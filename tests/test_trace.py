@@ -71,10 +71,11 @@ def test_trace_of_the_wide_cpu_regime_equals_the_bulk_engines(seed):
     engine: the bulk engine's trace (to rounding: the wide engine adds its blocks' sums)."""
     from reference_tmap import sample
 
-    p = {"alpha": np.array([0.6, 0.4]), "pi": np.array([[0.2, 0.3], [0.1, 0.4]]),
-         "rates": np.array([1.0, 3.0])}
-    runs = [sample(p, (1, 2), 300, np.random.default_rng(seed))]
-    kw = dict(family="tmap", orders=(1, 2), n_starts=2, seed=seed, max_iter=6, tol=0.0,
+    p = {"alpha": np.array([0.5, 0.3, 0.2]),
+         "pi": np.array([[0.2, 0.2, 0.1], [0.1, 0.3, 0.1], [0.2, 0.1, 0.2]]),
+         "rates": np.array([1.0, 3.0, 6.0])}
+    runs = [sample(p, (1, 2, 3), 300, np.random.default_rng(seed))]
+    kw = dict(family="tmap", orders=(1, 2, 3), n_starts=2, seed=seed, max_iter=6, tol=0.0,
               backend="cpu", trace=True)
     wide = bulkem.fit(runs, tuning=Tuning(strategy="wide", wide_cpu_chunk_units=32), **kw)
     bulk = bulkem.fit(runs, tuning=Tuning(strategy="bulk"), **kw)

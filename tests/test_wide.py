@@ -56,13 +56,16 @@ def test_the_rule_picks_few_fits_of_many_units():
 def test_hmm_in_the_wide_regime_matches_the_oracle(backend, tuning, seed):
     rng = np.random.default_rng(seed)
     seqs = sample(HMM, "categorical", rng.integers(2, 9, 40), rng)[0]
-    start = dict(startprob=np.array([0.5, 0.5]), transmat=np.array([[0.6, 0.4], [0.5, 0.5]]),
-                 emissionprob=np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]]))
+    # three states and four symbols (the model of test_accel.py's wide test: one kernel)
+    start = dict(startprob=np.array([0.5, 0.3, 0.2]),
+                 transmat=np.array([[0.6, 0.3, 0.1], [0.4, 0.5, 0.1], [0.2, 0.3, 0.5]]),
+                 emissionprob=np.array([[0.5, 0.3, 0.1, 0.1], [0.2, 0.3, 0.4, 0.1],
+                                        [0.25, 0.25, 0.25, 0.25]]))
     max_iter = 3 if backend == "cuda" else 10
     tuning = tuning.replace(strategy="wide", wide_cpu_chunk_units=6, wide_cuda_threads=32,
                             wide_cuda_reduce_threads=32, wide_cuda_reduce_cols=8,
                             wide_cuda_check_every=3, wide_cuda_max_blocks=1)
-    res = bulkem.fit([seqs], family="hmm", emission="categorical", n_symbols=3, n_components=2,
+    res = bulkem.fit([seqs], family="hmm", emission="categorical", n_symbols=4, n_components=3,
                      n_starts=1, init=start, max_iter=max_iter, tol=0.0, backend=backend,
                      tuning=tuning)
     ref = baum_welch(seqs, "categorical", start, max_iter=max_iter, tol=0.0)
@@ -71,3 +74,23 @@ def test_hmm_in_the_wide_regime_matches_the_oracle(backend, tuning, seed):
     p = res.params(0)
     assert np.allclose(np.sort(p["transmat"].ravel()), np.sort(ref["transmat"].ravel()),
                        rtol=1e-8)
+
+
+@pytest.mark.parametrize("width", [0, 3])
+def test_units_by_length_sorts_each_datasets_units_and_moves_their_values(width):
+    rng = np.random.default_rng(5)
+    lens = [[3, 1, 2, 1], [], [4], [2, 2, 1]]
+    seqs = [[rng.normal(size=(n, width) if width else n) for n in d] for d in lens]
+    flat = [u for d in seqs for u in d]
+    units = np.concatenate([[0], np.cumsum([len(u) for u in flat])])
+    groups = np.concatenate([[0], np.cumsum([len(d) for d in seqs])])
+    data = bulkem.data.Ragged(np.concatenate(flat), units, groups)
+    out = data.units_by_length()
+    np.testing.assert_array_equal(out.groups, data.groups)
+    k = 0
+    for d in seqs:
+        want = sorted(d, key=len)  # (stable: ties in their order)
+        for u in want:
+            np.testing.assert_array_equal(out.values[out.units[k]:out.units[k + 1]], u)
+            k += 1
+    assert out.units_by_length() is out  # sorted already: no copy

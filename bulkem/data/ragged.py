@@ -141,6 +141,25 @@ class Ragged:
         _copy_runs(src, first * width, runs * width, units[groups[:-1]] * width, out)
         return Ragged(out.reshape((-1,) + self.values.shape[1:]), units, groups)
 
+    def units_by_length(self) -> Ragged:
+        """The same datasets, each one's units stored from the shortest to the longest
+        (ties in their order), the values copied on every core; ``self`` where they already
+        are.  The GPU's lanes that share a fit take its units in turn and wait for each
+        other at the end of each: neighbours of like length keep them busy
+        (:func:`bulkem.engines.cuda.scheduler.pack`)."""
+        lens = np.diff(self.units)
+        gid = np.repeat(np.arange(self.n_datasets), np.diff(self.groups))
+        same = (np.diff(lens) >= 0) | (np.diff(gid) != 0)
+        if same.all():
+            return self
+        order = np.lexsort((lens, gid))  # (stable: ties keep their order)
+        units = np.empty_like(self.units)
+        width = int(np.prod(self.values.shape[1:], dtype=np.int64))
+        src = np.ascontiguousarray(self.values).reshape(-1)
+        out = np.empty(_offsets_in_order(self.units, order, units) * width, dtype=src.dtype)
+        _copy_units(src, self.units, order, units, width, out)
+        return Ragged(out.reshape((-1,) + self.values.shape[1:]), units, self.groups.copy())
+
     def units_in_order(self, d: int, order: np.ndarray) -> Ragged:
         """Dataset ``d`` alone, its units stored in ``order`` (one dataset of ``len(order)``
         units; the offsets in one compiled pass, the values copied on every core)."""

@@ -182,10 +182,17 @@ STACK_VECTOR_MAX = 256
 STACK_SUMS_MAX = 4096
 
 
+def update_flags(update: str) -> int:
+    """``update`` (``s`` startprob, ``t`` transmat, ``e`` the emission's) as the M-step's bits:
+    1, 2 and 4."""
+    return 1 * ("s" in update) + 2 * ("t" in update) + 4 * ("e" in update)
+
+
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
                update: str = "ste", *, jit_outer=None, local=None,
                local_max: tuple[int, int] = (STACK_VECTOR_MAX, STACK_SUMS_MAX),
-               keep_emission: bool = False, fma=None, weighted: bool = False) -> Pieces:
+               keep_emission: bool = False, fma=None, weighted: bool = False,
+               update_item: int | None = None) -> Pieces:
     """The driver pieces of a chain with this emission.
 
     Parameters
@@ -234,6 +241,10 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         (so its statistics count ``w`` times), its log-likelihood is multiplied by ``w``,
         and the M-step's start probabilities divide by the summed weights, not the number
         of units.  Unweighted, the scale is 1 exactly: the same bits.
+    update_item : int, optional
+        Where the M-step reads ``update`` at run time: the batch tuple's item of that
+        index, ``1 * s + 2 * t + 4 * e`` (:func:`update_flags`; the CPU engines: one
+        kernel for every ``update``); None: ``update``, compiled in.
     """
     N, K = layout.N, layout.K
     PT, PE = layout.p_trans, layout.p_emit
@@ -242,7 +253,17 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
     NSE = N * layout.S  # the emission's statistics
     P = layout.s_part  # a block's statistics at stats[:P], the totals at stats[P:]
     TERM = terminating
-    UP_START, UP_TRANS, UP_EMIT = "s" in update, "t" in update, "e" in update
+    FLAGS = update_flags(update)
+    UI = update_item
+
+    if UI is None:
+        def flags_py(data):
+            return FLAGS
+    else:
+        def flags_py(data):
+            return data[UI]
+
+    flags_of = jit(flags_py)
     dens = jit(emission.dens)
     expo = jit(exponent)
     p2 = jit(pow2)
@@ -530,11 +551,12 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         for i in range(N):
             if not stats[P + SO + i] >= MIN_MASS:
                 return COLLAPSE
-        if UP_START:
+        flags = flags_of(data)
+        if flags & 1:
             m = start_mass_f(stats, n)
             for i in range(N):
                 params[i] = stats[P + i] / m
-        if UP_TRANS:
+        if flags & 2:
             for i in range(N):
                 den = stats[P + SO + i]
                 if not TERM:
@@ -545,7 +567,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                     inv = 1.0 / den
                     for j in range(N):
                         params[PT + i * N + j] = stats[P + PT + i * N + j] * inv
-        if UP_EMIT:
+        if flags & 4:
             return mstep_e(stats, P + SE, stats, P + SO, params, PE, N, K, reg)
         return 0
 

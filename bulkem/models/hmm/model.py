@@ -17,7 +17,7 @@ from ...kernels.target import kernel
 from ...tuning import DEFAULT, DEGENERATE_COLLAPSE, DEGENERATE_PARAM, Tuning
 from ..base import Axis, Block, Layout, Model, Pieces, Sizes, init_blocks
 from . import draws
-from .chain import ChainLayout, fused_multiply_add, make_chain, stack_vector
+from .chain import ChainLayout, fused_multiply_add, make_chain, stack_vector, update_flags
 from .emissions import MAX_COUNT, MAX_SYMBOLS, Emission, poisson_const
 from .weights import unit_weights, weight_problems, with_column
 
@@ -31,10 +31,12 @@ class HMMModel(Model):
     """A hidden Markov model of ``N`` states with an emission distribution.
 
     The items the lanes of a fit split are the dataset's sequences.  The
-    kernels' batch data is ``(x, units, block)``: the observations of every
+    kernels' batch data is ``(x, units, block, flags)``: the observations of every
     sequence (``K`` values per observation for a Gaussian emission), the
-    sequences' offsets into them (in observations), and the units per block of
-    the sums over units (``Tuning.wide_cpu_chunk_units``, a run-time value).
+    sequences' offsets into them (in observations), the units per block of
+    the sums over units (``Tuning.wide_cpu_chunk_units``, a run-time value) and
+    ``update`` as the M-step's bits (:func:`.chain.update_flags`: read at run time on the
+    CPU, compiled in on the GPU).
 
     Attributes
     ----------
@@ -55,7 +57,7 @@ class HMMModel(Model):
         statistics count that many times.  The weight is the packed values' last column,
         repeated on each of the sequence's rows (so it travels with the sequence wherever
         the datasets are split, chunked or reordered), and one per unit after the offsets
-        in the kernels' batch tuple, ``(x, units, block, w)`` (:func:`.chain.make_chain`).
+        in the kernels' batch tuple, ``(x, units, block, w, flags)`` (:func:`.chain.make_chain`).
     unit_col : str
         The DataFrame column of the units (``sequence_col``), for a weight column.
     """
@@ -80,6 +82,8 @@ class HMMModel(Model):
                           "variance or a probability above 1)",
     }
     terminating = False
+    # The CPU's M-step reads ``update`` from the batch tuple (cpu_key); False: compiled in.
+    run_time_update: ClassVar[bool] = True
     # The items the lanes split are the data's units (sequences): the wide
     # engines (bulkem.engines.cpu.wide, bulkem.engines.cuda.wide) may deal them to
     # threads in any order.
@@ -117,6 +121,21 @@ class HMMModel(Model):
     def key(self) -> tuple:
         return (self.name, self.emission.name, self.n_states, self.K, self.update,
                 self.terminating, self.tuning.key()) + self._weighted_key
+
+    @property
+    def cpu_key(self) -> tuple:
+        """:attr:`key` less ``update``, which the CPU's M-step reads from the batch tuple
+        (one kernel for every ``update``)."""
+        if self._update_item is None:
+            return self.key
+        return (self.name, self.emission.name, self.n_states, self.K, self.terminating,
+                self.tuning.key()) + self._weighted_key
+
+    @property
+    def _update_item(self) -> int | None:
+        """The batch tuple's item of the M-step's ``update`` flags (:meth:`kernel_data`), or
+        None where the model compiles its ``update`` in (a subclass of its own data)."""
+        return (4 if self.weighted else 3) if self.run_time_update else None
 
     @property
     def _weighted_key(self) -> tuple:
@@ -186,12 +205,15 @@ class HMMModel(Model):
         # vectors and sums in the thread's local arrays (registers), not in the local
         # memory of its statistics.
         if target.name != "cpu":
+            on_cpu = target.name != "cuda"
             return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
                               self.update, local=target.local, local_max=GPU_LOCAL_MAX,
-                              weighted=self.weighted)
+                              weighted=self.weighted,
+                              update_item=self._update_item if on_cpu else None)
         return make_chain(self.emission, self.layout, dtype, target.jit, self.terminating,
                           self.update, jit_outer=kernel(), local=stack_vector,
-                          keep_emission=True, fma=fused_multiply_add(), weighted=self.weighted)
+                          keep_emission=True, fma=fused_multiply_add(), weighted=self.weighted,
+                          update_item=self._update_item)
 
     def bytes_per_value(self, dtype) -> int:
         """Bytes of kernel data per stored value, and per observation's share of the offsets."""
@@ -341,8 +363,8 @@ class HMMModel(Model):
 
     def kernel_data(self, data: Ragged, constants: bool = True
                     ) -> tuple[tuple, np.ndarray, np.ndarray]:
-        """The kernels' batch tuple ``(x, units, block)`` (weighted: ``(x, units, block, w)``,
-        ``w`` one weight per unit), item (sequence) offsets, constants.
+        """The kernels' batch tuple ``(x, units, block, flags)`` (weighted: ``(x, units, block,
+        w, flags)``, ``w`` one weight per unit), item (sequence) offsets, constants.
 
         The constant of a dataset is the part of its log-likelihood that no
         parameter changes: for Poisson emissions the sum of
@@ -362,6 +384,7 @@ class HMMModel(Model):
         batch = (x, data.units, self.tuning.wide_cpu_chunk_units)
         if w is not None:  # (a valid dataset's sequences are not empty: a row each)
             batch += (np.ascontiguousarray(w[data.units[:-1]]),)
+        batch += (update_flags(self.update),)  # (_update_item)
         return batch, data.groups, const
 
     # --- starts ---------------------------------------------------------------------------

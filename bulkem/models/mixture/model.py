@@ -188,11 +188,12 @@ class MixtureModel(Model):
         Returns
         -------
         data : tuple
-            ``(feat, stride, block64, block32, M, D)``: ``feat`` of shape
+            ``(feat, stride, block64, block32, M, D, tau64, tau32)``: ``feat`` of shape
             ``(n_features * n,)`` float64; the observations per block of the E-step's
             sums in float64 and in float32 (``Tuning.estep_block_obs``,
             :func:`.fused.block_obs`); the numbers of components and dimensions (read by
-            the CPU's pieces, run-time values there).
+            the CPU's pieces, run-time values there); ``Tuning.exact_rtol`` of float64 and
+            float32 (run-time values: no kernel is compiled per value).
         offsets : ndarray of shape (n_datasets + 1,)
             The datasets' observation ranges.
         const : ndarray of shape (n_datasets,)
@@ -214,7 +215,9 @@ class MixtureModel(Model):
         M, per = self.n_components, self.tuning.estep_block_obs
         blocks = (block_obs(np.float64, M, per["float64"]),
                   block_obs(np.float32, M, per["float32"]))
-        return (feat, len(values), *blocks, M, self.n_dims), offsets, const
+        tau = self.tuning.exact_rtol
+        return ((feat, len(values), *blocks, M, self.n_dims, float(tau["float64"]),
+                 float(tau["float32"])), offsets, const)
 
     def entropies(self, data, which: np.ndarray, params: np.ndarray) -> np.ndarray:
         """``-sum_i sum_m z_im log z_im`` of each dataset ``which[j]`` of ``data`` under
@@ -375,7 +378,6 @@ class MixtureModel(Model):
         FOFF = 0 if dtype == np.float64 else 1  # tot[S + FOFF]: E-steps done before
         SOFF = 2 if dtype == np.float64 else 3  # tot[S + SOFF]: the base, then |ll|
         EPS = float(np.finfo(dtype).eps)
-        TAU = self.tuning.exact_rtol[np.dtype(dtype).name]
         fix = fixed_sizes(sizes, jit)  # the constants, where compiled in
 
         def dims_py(data):
@@ -432,6 +434,7 @@ class MixtureModel(Model):
         lead = jit(lead_py)
 
         BI = 2 if dtype == np.float64 else 3  # data[BI]: this dtype's block (kernel_data)
+        TI = 6 if dtype == np.float64 else 7  # data[TI]: this dtype's exact_rtol
 
         def setup(data, lo, hi, step, tot):
             M, D = dims(data)
@@ -445,7 +448,8 @@ class MixtureModel(Model):
             coef_f(params, M, D, coef)
             later = tot[S + FOFF] != 0.0  # not the fit's first E-step with these pieces
             tot[S + FOFF] = 1.0
-            if later and not EXACT_ONLY and EPS * bound_f(M, D, coef, tot) <= TAU * tot[S + SOFF]:
+            if (later and not EXACT_ONLY
+                    and EPS * bound_f(M, D, coef, tot) <= data[TI] * tot[S + SOFF]):
                 work[NC] = 0
                 base = shift(M, D, coef, tot, work)
             else:  # the exact pass: all of the log-likelihood from the E-step

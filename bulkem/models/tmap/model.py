@@ -128,6 +128,7 @@ class TMAPModel(HMMModel):
     drop_bad_runs: bool = False
 
     name = "tmap"
+    run_time_update = False  # (always "ste"; its batch tuple has no flags)
     component_label = "branch"
     transition_columns = ("trace", "from_branch", "to_branch", "pi")
     status_reasons = {
