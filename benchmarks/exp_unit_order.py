@@ -4,7 +4,10 @@ A fit's lanes (``Tuning.cuda_lanes_per_fit_units``, 2) take its sequences in tur
 wait for each other at the end of each; sequences of lengths 50-500 in random order make
 a pair's time the longer one's (E[max] / E[len] = 1.27 for uniform lengths).  The issue-13
 batch (``bench_hmm.make_batch``) fitted as drawn and with each dataset's sequences sorted
-by length (the user's call, no engine change): fits/s of each, best of ``--repeat``.
+by length (the user's call): fits/s of each, best of ``--repeat``.  Since d1a9f65 the CUDA
+engine stores each dataset's sequences by length itself
+(:meth:`bulkem.data.Ragged.units_by_length`): both rows should then be alike; run an older
+tree beside it for the A/B (``PYTHONPATH=old python old/benchmarks/exp_unit_order.py``).
 
     python benchmarks/exp_unit_order.py --datasets 1000
 """

@@ -109,10 +109,11 @@ def test_hmm_and_tmap_replicates_have_the_datasets_sizes_and_give_intervals(seed
     assert len(iv) == 2 * hmm._model.params_layout.size and (iv.n_boot == 4).all()
     assert iv.parameter.tolist()[:3] == ["startprob_1", "startprob_2", "transmat_1_1"]
 
-    p = {"alpha": np.array([0.6, 0.4]), "pi": np.array([[0.2, 0.3], [0.1, 0.4]]),
-         "rates": np.array([1.0, 3.0])}
-    runs = [tmap_sample(p, (1, 2), 50, np.random.default_rng(seed + k)) for k in range(2)]
-    tm = bulkem.fit(runs, family="tmap", orders=(1, 2), n_starts=2, seed=seed, max_iter=10,
+    p = {"alpha": np.array([0.5, 0.3, 0.2]),
+         "pi": np.array([[0.2, 0.2, 0.1], [0.1, 0.3, 0.1], [0.2, 0.1, 0.2]]),
+         "rates": np.array([1.0, 3.0, 6.0])}
+    runs = [tmap_sample(p, (1, 2, 3), 50, np.random.default_rng(seed + k)) for k in range(2)]
+    tm = bulkem.fit(runs, family="tmap", orders=(1, 2, 3), n_starts=2, seed=seed, max_iter=10,
                     backend="cpu", bootstrap=3)
     assert [len(r) for r in tm.replicates(2, seed)] == [50, 50, 50, 50]
     assert tm.intervals.trace.tolist()[:1] == [0] and (tm.intervals.n_boot == 3).all()
