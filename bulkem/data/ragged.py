@@ -153,22 +153,21 @@ class Ragged:
         if same.all():
             return self
         order = np.lexsort((lens, gid))  # (stable: ties keep their order)
-        units = np.empty_like(self.units)
-        width = int(np.prod(self.values.shape[1:], dtype=np.int64))
-        src = np.ascontiguousarray(self.values).reshape(-1)
-        out = np.empty(_offsets_in_order(self.units, order, units) * width, dtype=src.dtype)
-        _copy_units(src, self.units, order, units, width, out)
-        return Ragged(out.reshape((-1,) + self.values.shape[1:]), units, self.groups.copy())
+        return self._units_stored(self.units, order, self.groups.copy())
 
     def units_in_order(self, d: int, order: np.ndarray) -> Ragged:
         """Dataset ``d`` alone, its units stored in ``order`` (one dataset of ``len(order)``
         units; the offsets in one compiled pass, the values copied on every core)."""
         own = self.units[self.groups[d]:self.groups[d + 1] + 1]  # the dataset's unit offsets
         order = np.asarray(order, dtype=np.int64)
+        return self._units_stored(own, order, np.array([0, len(order)], dtype=np.int64))
+
+    def _units_stored(self, own: np.ndarray, order: np.ndarray, groups: np.ndarray) -> Ragged:
+        """The units ``order`` of the unit offsets ``own`` stored in that order, grouped by
+        ``groups`` (the offsets in one compiled pass, the values copied on every core)."""
         units = np.empty(len(order) + 1, dtype=np.int64)
         width = int(np.prod(self.values.shape[1:], dtype=np.int64))
         src = np.ascontiguousarray(self.values).reshape(-1)
         out = np.empty(_offsets_in_order(own, order, units) * width, dtype=src.dtype)
         _copy_units(src, own, order, units, width, out)
-        return Ragged(out.reshape((-1,) + self.values.shape[1:]), units,
-                      np.array([0, len(order)], dtype=np.int64))
+        return Ragged(out.reshape((-1,) + self.values.shape[1:]), units, groups)

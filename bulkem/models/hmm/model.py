@@ -119,17 +119,17 @@ class HMMModel(Model):
 
     @property
     def key(self) -> tuple:
-        return (self.name, self.emission.name, self.n_states, self.K, self.update,
-                self.terminating, self.tuning.key()) + self._weighted_key
+        return self._key_with(self.update)
 
     @property
     def cpu_key(self) -> tuple:
         """:attr:`key` less ``update``, which the CPU's M-step reads from the batch tuple
         (one kernel for every ``update``)."""
-        if self._update_item is None:
-            return self.key
-        return (self.name, self.emission.name, self.n_states, self.K, self.terminating,
-                self.tuning.key()) + self._weighted_key
+        return self.key if self._update_item is None else self._key_with()
+
+    def _key_with(self, *update: str) -> tuple:
+        return ((self.name, self.emission.name, self.n_states, self.K, *update,
+                 self.terminating, self.tuning.key()) + self._weighted_key)
 
     @property
     def _update_item(self) -> int | None:
