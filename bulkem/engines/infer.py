@@ -20,8 +20,10 @@ import numpy as np
 from numba import prange
 
 from ..kernels.cache import njit_cached
+from ..kernels.fastmath import EXP_CONSTS
 from ..kernels.scaled import LN2, exponent, pow2
 from ..kernels.target import CPU
+from ..models.hmm.chain import make_dens
 
 cuda = None  # numba.cuda, imported by _cuda_runners() on first GPU use
 
@@ -52,7 +54,14 @@ def make_units(model, dtype, target) -> Units:
     TERM = model.terminating
     CAT = model.emission.name == "categorical"
     jit = target.jit
-    dens = jit(model.emission.dens)
+    LOGD = model.emission.log_dens
+    dens_f, raw_dens, _ = make_dens(model.emission, dtype, jit)
+    XC = EXP_CONSTS
+
+    def dens_py(work, wo, N, K, x, xi, e):
+        return dens_f(work, wo, N, K, x, xi, e, XC)
+
+    dens = jit(dens_py)
     expo = jit(exponent)
     two = jit(pow2)
     ONE = dtype(1.0)
@@ -133,11 +142,13 @@ def make_units(model, dtype, target) -> Units:
         for t in range(T):
             m = 0.0
             if not CAT:
-                m = dens(work, WE, N, K, x, a0 + t, e)
+                m = raw_dens(work, WE, N, K, x, a0 + t, e)
             for j in range(N):
                 if CAT:  # (a missing step, NaN: marginalised, log 1)
                     v = x[a0 + t]
                     le = 0.0 if math.isnan(v) else lw[WE + j * K + int(v)]
+                elif LOGD:  # the log density itself, never rounded through exp and log
+                    le = m - e[j]
                 else:
                     le = math.log(e[j]) + m
                 if t == 0:

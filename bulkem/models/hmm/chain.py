@@ -63,10 +63,12 @@ posteriors NaN; issue 30, bug 7).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
+from ...kernels.fastmath import make_math
 from ...kernels.scaled import LN2, exponent, pow2
 from ...tuning import DEGENERATE_COLLAPSE, MIN_COMPONENT_MASS, PROB_RTOL
 from ..base import Pieces, Sizes
@@ -188,6 +190,35 @@ def update_flags(update: str) -> int:
     return 1 * ("s" in update) + 2 * ("t" in update) + 4 * ("e" in update)
 
 
+def make_dens(emission, dtype, jit) -> tuple[Callable, Callable, Callable]:
+    """An emission's factors on any target, and its exponents' function.
+
+    Returns
+    -------
+    dens : callable
+        ``dens(work, wo, N, K, x, xi, e, xc) -> m``: ``e[i] = b_i(x) exp(-m)`` (the hook
+        ``dens``, then ``exp(-e[i])`` for an emission with ``log_dens``; ``xc``:
+        ``EXP_CONSTS``).
+    raw : callable
+        The hook ``dens`` itself (``e`` the exponents, with ``log_dens``).
+    exp_neg : callable
+        ``exp_neg(a, xc) = exp(-a)`` in ``dtype`` (:func:`bulkem.kernels.fastmath.make_math`:
+        a polynomial in float64, 0 from ``a = 690``).
+    """
+    raw = jit(emission.dens)
+    exp_neg = make_math(dtype, jit)[0]
+    if emission.log_dens:
+        def dens(work, wo, N, K, x, xi, e, xc):
+            m = raw(work, wo, N, K, x, xi, e)
+            for i in range(N):
+                e[i] = exp_neg(e[i], xc)
+            return m
+    else:
+        def dens(work, wo, N, K, x, xi, e, xc):
+            return raw(work, wo, N, K, x, xi, e)
+    return jit(dens), raw, exp_neg
+
+
 def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = False,
                update: str = "ste", *, jit_outer=None, local=None,
                local_max: tuple[int, int] = (STACK_VECTOR_MAX, STACK_SUMS_MAX),
@@ -264,7 +295,8 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
             return data[UI]
 
     flags_of = jit(flags_py)
-    dens = jit(emission.dens)
+    dens, raw_dens, exp_neg = make_dens(emission, dtype, jit)
+    PRE = keep_emission and emission.log_dens
     expo = jit(exponent)
     p2 = jit(pow2)
     # |exponents| up to this are scaled by one multiplication in the compute dtype
@@ -380,23 +412,41 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
 
     weight_f, start_mass_f = jit(unit_weight), jit(start_mass)
 
-    def unit(x, a0, T, work, tr, to, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf, wt):
+    def unit(x, a0, T, work, tr, to, xs, xo, oc, oo, st, so, es, eo, a, e, b, nb, buf, wt, xc):
         # The unit's statistics (the posteriors, normalised by wt / Z) count wt times.
         # forward: a = alpha_t 2^-R (R the exponents taken out so far), stored in
         # buf[t N:(t + 1) N]; the normalisation of a step is not waited for by the next
         NT = N * T
         keep = KEEP_E and len(buf) >= 2 * NT
-        shift = np.float64(dens(work, WE, N, K, x, a0, e))
+        pre = PRE and keep
+        if pre:
+            # every step's exponents first (buf[NT + t N:]), then exp(-a) of them all in one
+            # loop, which the compiler runs in SIMD lanes
+            shift = 0.0
+            for t in range(T):
+                shift += np.float64(raw_dens(work, WE, N, K, x, a0 + t, e))
+                for j in range(N):
+                    buf[NT + t * N + j] = e[j]
+            for k in range(NT):  # (as NT + k: a range from NT is not vectorised)
+                buf[NT + k] = exp_neg(CAST(buf[NT + k]), xc)
+            for j in range(N):
+                e[j] = CAST(buf[NT + j])
+        else:
+            shift = np.float64(dens(work, WE, N, K, x, a0, e, xc))
         for j in range(N):
             a[j] = work[j] * e[j]
         R = settle_f(a, -TH, 0)
         for j in range(N):
             buf[j] = a[j]
         for t in range(1, T):
-            shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
-            if keep:
+            if pre:
                 for j in range(N):
-                    buf[NT + t * N + j] = e[j]
+                    e[j] = CAST(buf[NT + t * N + j])
+            else:
+                shift += np.float64(dens(work, WE, N, K, x, a0 + t, e, xc))
+                if keep:
+                    for j in range(N):
+                        buf[NT + t * N + j] = e[j]
             ai = a[0]
             for j in range(N):
                 nb[j] = ai * tr[to + j]
@@ -435,7 +485,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 for j in range(N):
                     e[j] = CAST(buf[NT + (t + 1) * N + j]) * b[j]
             else:
-                dens(work, WE, N, K, x, a0 + t + 1, e)
+                dens(work, WE, N, K, x, a0 + t + 1, e, xc)
                 for j in range(N):
                     e[j] *= b[j]
             # e_j = w_j = b_j(x_{t+1}) beta_{t+1}(j)
@@ -495,7 +545,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 a0 = units[u]
                 w = weight_f(data, u)
                 part += w * unit_f(x, a0, units[u + 1] - a0, work, tr, TO, xs, 0, oc, 0, st,
-                                   0, es, 0, a, e, b, nb, buf, CAST(w))
+                                   0, es, 0, a, e, b, nb, buf, CAST(w), xc)
                 for k in range(N):  # the unit's sums into the block's
                     stats[k] += st[k]
                     st[k] = 0.0
@@ -534,7 +584,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
                 a0 = units[u]
                 w = weight_f(data, u)
                 part += w * unit_f(x, a0, units[u + 1] - a0, work, tr, TO, stats, PT, stats, SO,
-                                   stats, 0, stats, SE, a, e, b, nb, buf, CAST(w))
+                                   stats, 0, stats, SE, a, e, b, nb, buf, CAST(w), xc)
                 u += step
                 n += 1
                 if n == block or u >= hi:

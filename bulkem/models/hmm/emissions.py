@@ -13,7 +13,10 @@ them:
 * ``dens(work, wo, N, K, x, xi, e) -> m``: ``e[i] = b_i(x) exp(-m)`` for
   every state ``i`` at observation ``xi`` of the values ``x``, with ``m`` chosen
   so that no ``e[i]`` overflows and the largest is 1 (0 for emissions that
-  give probabilities directly);
+  give probabilities directly); or, for an emission with ``log_dens``, the
+  exponents ``e[i] = m - log b_i(x) >= 0`` (the smallest 0), which the chain
+  takes ``exp(-e[i])`` of (:func:`bulkem.models.hmm.chain.make_dens`: the
+  CPU's E-step takes a whole sequence's at once, in SIMD lanes);
 * ``accum(stats, so, N, K, g, i, x, xi)``: adds ``g`` times observation
   ``xi``'s statistics to state ``i``'s block at ``stats[so:]``;
 * ``accum_all(stats, so, N, K, g, x, xi)`` (optional): ``accum`` of every state ``i``
@@ -25,11 +28,11 @@ them:
 
 Missing observations (NaN; for a Gaussian emission, NaN in any dimension) are
 marginalised: ``dens`` gives ``e[i] = 1`` there (the step's emission factor is
-1) and ``accum`` adds nothing.  So the emissions' M-steps divide by their own
-occupancies, the posterior probabilities summed over the observed steps only
-(the last ``N`` statistics of the block; the chain's ``occ`` also counts the
-missing steps); with nothing missing, the same sums in the same order, the same
-bits.
+1; ``e[i] = 0`` and ``m = 0`` with ``log_dens``) and ``accum`` adds nothing.  So the
+emissions' M-steps divide by their own occupancies, the posterior probabilities summed
+over the observed steps only (the last ``N`` statistics of the block; the chain's ``occ``
+also counts the missing steps); with nothing missing, the same sums in the same order, the
+same bits.
 
 Observations are stored as float values, ``K`` per observation for a
 Gaussian emission (row-major), one otherwise (a categorical symbol as a
@@ -77,6 +80,8 @@ class Emission:
         log-likelihood, from its E-step statistics there (``Model.score``).
     accum_all : callable or None
         The hook ``accum_all`` (see the module docstring), or None: ``accum`` state by state.
+    log_dens : bool
+        ``dens`` gives exponents, not factors (see the module docstring).
     """
 
     name: str
@@ -92,6 +97,7 @@ class Emission:
     location: Callable
     score: Callable | None = None
     accum_all: Callable | None = None
+    log_dens: bool = False
 
     def n_params(self, K: int) -> int:
         """Parameters per state (the length of a state's record of :attr:`blocks`)."""
@@ -161,9 +167,11 @@ CATEGORICAL = Emission(
 
 
 # --- Gaussian with a diagonal covariance: D dimensions ---------------------------------------
-# params per state: means (D), variances (D); work: means (D), -1/(2 var) (D), log normaliser;
-# stats per state: sum g x (D), sum g x^2 (D), then the occupancies of the observed steps (N).
-# The log density is evaluated centred,
+# params per state: means (D), variances (D); work, by dimension across the states (so that
+# dens takes the states side by side, in SIMD lanes): the means of dimension d at
+# [d N, (d + 1) N), their -1/(2 var) at N D + [d N, (d + 1) N), the states' log
+# normalisers at 2 N D + [0, N); stats per state: sum g x (D), sum g x^2 (D), then the
+# occupancies of the observed steps (N).  The log density is evaluated centred,
 # -1/2 sum (x - mu)^2 / var, never expanded.
 
 
@@ -175,10 +183,10 @@ def _gauss_prep(params, po, N, K, work, wo):
             mu = params[po + i * 2 * K + d]
             var = params[po + i * 2 * K + K + d]
             ok = ok and var > 0.0 and math.isfinite(mu) and math.isfinite(var)
-            work[wo + i * (2 * K + 1) + d] = mu
-            work[wo + i * (2 * K + 1) + K + d] = -0.5 / var
+            work[wo + d * N + i] = mu
+            work[wo + N * K + d * N + i] = -0.5 / var
             c -= 0.5 * math.log(var)
-        work[wo + i * (2 * K + 1) + 2 * K] = c
+        work[wo + 2 * N * K + i] = c
     return ok
 
 
@@ -188,20 +196,20 @@ def _gauss_dens(work, wo, N, K, x, xi, e):
         missing = missing or math.isnan(x[xi * K + d])
     if missing:  # marginalised
         for i in range(N):
-            e[i] = 1.0
+            e[i] = 0.0
         return 0.0
     for i in range(N):
-        b = wo + i * (2 * K + 1)
-        v = work[b + 2 * K]
-        for d in range(K):
-            z = x[xi * K + d] - work[b + d]
-            v += work[b + K + d] * z * z
-        e[i] = v
+        e[i] = work[wo + 2 * N * K + i]
+    for d in range(K):
+        v = x[xi * K + d]
+        for i in range(N):
+            z = v - work[wo + d * N + i]
+            e[i] += work[wo + N * K + d * N + i] * z * z
     top = e[0]
     for i in range(1, N):
         top = max(top, e[i])
     for i in range(N):
-        e[i] = math.exp(e[i] - top)
+        e[i] = top - e[i]
     return top
 
 
@@ -274,7 +282,7 @@ GAUSSIAN = Emission(
     blocks=lambda s, K: (Block("means", (s, Axis("dim", K)), "real", "mean"),
                          Block("vars", (s, Axis("dim", K)), "positive", "var")),
     location=lambda b: b["means"][:, :, 0],
-    score=_gauss_score, accum_all=_gauss_accum_all)
+    score=_gauss_score, accum_all=_gauss_accum_all, log_dens=True)
 
 
 # --- Poisson counts ----------------------------------------------------------------------------
@@ -330,7 +338,7 @@ def _pois_dens(work, wo, N, K, x, xi, e):
     v = x[xi]
     if math.isnan(v):  # missing: marginalised
         for i in range(N):
-            e[i] = 1.0
+            e[i] = 0.0
         return 0.0
     if v > POISSON_EXACT_COUNT:  # the saddle-point form (see above)
         for i in range(N):
@@ -343,7 +351,7 @@ def _pois_dens(work, wo, N, K, x, xi, e):
     for i in range(1, N):
         top = max(top, e[i])
     for i in range(N):
-        e[i] = math.exp(e[i] - top)
+        e[i] = top - e[i]
     return top
 
 
@@ -380,6 +388,6 @@ POISSON = Emission(
     _pois_mstep, "l",
     blocks=lambda s, K: (Block("lambdas", (s,), "positive", "lambda"),),
     location=lambda b: b["lambdas"],
-    score=_pois_score, accum_all=_pois_accum_all)
+    score=_pois_score, accum_all=_pois_accum_all, log_dens=True)
 
 EMISSIONS = {e.name: e for e in (CATEGORICAL, GAUSSIAN, POISSON)}

@@ -69,7 +69,7 @@ def erlang(orders: tuple[int, ...]) -> Emission:
         for i in range(1, N):
             top = max(top, e[i])
         for i in range(N):
-            e[i] = math.exp(e[i] - top)
+            e[i] = top - e[i]
         return top
 
     def accum(stats, so, N, K, g, i, x, xi):
@@ -86,4 +86,4 @@ def erlang(orders: tuple[int, ...]) -> Emission:
     name = "erlang(" + ",".join(str(r) for r in orders) + ")"
     return Emission(name, lambda K: 4, lambda K: 1, lambda K: 1, prep, dens, accum, mstep, "l",
                     blocks=lambda s, K: (Block("rates", (s,), "positive", "rate"),),
-                    location=lambda b: b["rates"])
+                    location=lambda b: b["rates"], log_dens=True)
