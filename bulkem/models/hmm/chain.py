@@ -259,9 +259,11 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         The largest vectors (and transition matrix) and per-unit sums given ``local``
         arrays.
     keep_emission : bool
-        Each step's emission factors are kept after the forward vectors when the
-        buffer has room (``2 N`` per observation: the CPU engines' buffers), for the
-        backward pass to read instead of taking them again.
+        Each step's emission factors are kept after the forward vectors (``2 N`` values
+        per observation: the CPU engines' buffers, sized for their longest unit; a unit
+        that finds its buffer shorter gets a NaN log-likelihood), for the backward pass to
+        read instead of taking them again.  An emission with ``log_dens`` has a unit's
+        exponents taken first, then their ``exp(-a)`` in one loop (SIMD lanes).
     fma : callable, optional
         ``fma(a, b, c)``, ``a * b + c`` rounded once, for operands of one float type
         (:func:`fused_multiply_add`, the CPU); else ``a * b + c`` as written (which the
@@ -417,9 +419,9 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         # forward: a = alpha_t 2^-R (R the exponents taken out so far), stored in
         # buf[t N:(t + 1) N]; the normalisation of a step is not waited for by the next
         NT = N * T
-        keep = KEEP_E and len(buf) >= 2 * NT
-        pre = PRE and keep
-        if pre:
+        if KEEP_E and len(buf) < 2 * NT:
+            return math.nan  # (the CPU engines size every buffer for their longest unit)
+        if PRE:
             # every step's exponents first (buf[NT + t N:]), then exp(-a) of them all in one
             # loop, which the compiler runs in SIMD lanes
             shift = 0.0
@@ -439,12 +441,12 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         for j in range(N):
             buf[j] = a[j]
         for t in range(1, T):
-            if pre:
+            if PRE:
                 for j in range(N):
                     e[j] = CAST(buf[NT + t * N + j])
             else:
                 shift += np.float64(dens(work, WE, N, K, x, a0 + t, e, xc))
-                if keep:
+                if KEEP_E:
                     for j in range(N):
                         buf[NT + t * N + j] = e[j]
             ai = a[0]
@@ -481,7 +483,7 @@ def make_chain(emission, layout: ChainLayout, dtype, jit, terminating: bool = Fa
         accum_all(es, eo, N, K, nb, x, a0 + t)
         while t > 0:
             t -= 1
-            if keep:
+            if KEEP_E:
                 for j in range(N):
                     e[j] = CAST(buf[NT + (t + 1) * N + j]) * b[j]
             else:
