@@ -371,10 +371,10 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--emissions", nargs="+", default=list(EMISSIONS), choices=list(EMISSIONS))
-    ap.add_argument("--cpu-datasets", type=int, default=50, help="bulkem CPU timed on this many")
+    ap.add_argument("--cpu-datasets", type=int, default=20, help="bulkem CPU timed on this many")
     ap.add_argument("--one-thread-datasets", type=int, default=10,
                     help="bulkem CPU on one thread timed on this many")
-    ap.add_argument("--hmmlearn-fits", type=int, default=64, help="hmmlearn timed on this many")
+    ap.add_argument("--hmmlearn-fits", type=int, default=32, help="hmmlearn timed on this many")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
     ap.add_argument("--inference", action="store_true",
