@@ -55,13 +55,8 @@ def make_units(model, dtype, target) -> Units:
     CAT = model.emission.name == "categorical"
     jit = target.jit
     LOGD = model.emission.log_dens
-    dens_f, raw_dens, _ = make_dens(model.emission, dtype, jit)
+    dens, raw_dens, _ = make_dens(model.emission, dtype, jit)
     XC = EXP_CONSTS
-
-    def dens_py(work, wo, N, K, x, xi, e):
-        return dens_f(work, wo, N, K, x, xi, e, XC)
-
-    dens = jit(dens_py)
     expo = jit(exponent)
     two = jit(pow2)
     ONE = dtype(1.0)
@@ -72,7 +67,7 @@ def make_units(model, dtype, target) -> Units:
         shift = 0.0
         scale = 0
         for t in range(T):
-            shift += np.float64(dens(work, WE, N, K, x, a0 + t, e))
+            shift += np.float64(dens(work, WE, N, K, x, a0 + t, e, XC))
             s = ZERO
             for j in range(N):
                 if t == 0:
@@ -119,7 +114,7 @@ def make_units(model, dtype, target) -> Units:
                 gamma[t * N + i] = buf[t * N + i] * b[i] / z
             if t == 0:
                 break
-            dens(work, WE, N, K, x, a0 + t, e)
+            dens(work, WE, N, K, x, a0 + t, e, XC)
             sb = ZERO
             for i in range(N):
                 acc = ZERO
