@@ -2,6 +2,7 @@
 
     python benchmarks/bench_full_cov.py [--backends cpu,cuda] [--datasets 1000] [--obs 1000]
                                         [--large-n 230400] [--large-m 32] [--large-d 32]
+                                        [--covariance-type full]
 
 Two workloads, plain EM for a fixed number of iterations (``tol=0``, ``accel=False``) so
 that both sides do the same work:
@@ -10,7 +11,8 @@ that both sides do the same work:
   ``--iters`` iterations; bulkem's whole call against ``GaussianMixture(3,
   covariance_type="full", n_init=starts)`` per dataset in a process pool of one worker per
   core with one BLAS thread each, and one at a time on one core (``baselines.rates``;
-  ``--baseline-datasets`` of them), in fits per second;
+  ``--baseline-datasets`` of them), in fits per second; ``--covariance-type`` ``tied`` or
+  ``spherical`` runs this workload with that type on both sides (the large one stays full);
 * large: one dataset of ``--large-n`` points, D = ``--large-d``, M = ``--large-m``, from one
   start: milliseconds per iteration from two whole calls (``--iters`` and ``2 --iters``
   iterations: the difference over ``--iters``), against scikit-learn's own fit with its BLAS
@@ -46,10 +48,10 @@ def bulk_batch(n_datasets: int, n: int, D: int, seed: int = 0) -> list[np.ndarra
 def sk_fit(job: tuple) -> float:
     from sklearn.mixture import GaussianMixture
 
-    x, M, starts, iters = job
+    x, M, starts, iters, cov_type = job
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        gm = GaussianMixture(M, covariance_type="full", n_init=starts, max_iter=iters, tol=0.0,
+        gm = GaussianMixture(M, covariance_type=cov_type, n_init=starts, max_iter=iters, tol=0.0,
                              reg_covar=1e-6, init_params="random_from_data",
                              random_state=0).fit(x)
     return float(gm.lower_bound_)
@@ -72,6 +74,8 @@ def main() -> int:
     ap.add_argument("--large-n", type=int, default=230_400)
     ap.add_argument("--large-m", type=int, default=32)
     ap.add_argument("--large-d", type=int, default=32)
+    ap.add_argument("--covariance-type", default="full",
+                    help="the bulk workload's: full, tied or spherical")
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--skip-bulk", action="store_true")
     ap.add_argument("--skip-sklearn", action="store_true", help="large: no scikit-learn row")
@@ -97,7 +101,9 @@ def main() -> int:
 
 def bulk(a, bulkem, kw) -> None:
     X = bulk_batch(a.datasets, a.obs, 4)
-    print(f"bulk: {a.datasets} datasets x {a.obs} points, D = 4, M = 3, {a.starts} starts, "
+    kw = {**kw, "covariance_type": a.covariance_type}
+    print(f"bulk: {a.covariance_type} covariances, {a.datasets} datasets x {a.obs} points, "
+          f"D = 4, M = 3, {a.starts} starts, "
           f"{a.iters} iterations (fits/s: datasets x starts / whole-call seconds)")
     print("| backend | whole call s | fits/s |")
     print("|---|---|---|")
@@ -109,10 +115,11 @@ def bulk(a, bulkem, kw) -> None:
         print(f"| {be} | {t:.3f} | {a.datasets * a.starts / t:,.0f} |", flush=True)
     nb = min(a.baseline_datasets, a.datasets)
     pool_rate, core_rate, workers, _ = rates(
-        sk_fit, [(X[d], 3, a.starts, a.iters) for d in range(nb)], per_core_jobs=min(4, nb))
-    print(f"scikit-learn GaussianMixture(full), {nb} datasets: pool of {workers} (1 BLAS "
-          f"thread each) {pool_rate * a.starts:,.1f} fits/s; one core {core_rate * a.starts:,.2f}"
-          " fits/s")
+        sk_fit, [(X[d], 3, a.starts, a.iters, a.covariance_type) for d in range(nb)],
+        per_core_jobs=min(4, nb))
+    print(f"scikit-learn GaussianMixture({a.covariance_type}), {nb} datasets: pool of {workers} "
+          f"(1 BLAS thread each) {pool_rate * a.starts:,.1f} fits/s; one core "
+          f"{core_rate * a.starts:,.2f} fits/s")
 
 
 def large(a, bulkem, kw) -> None:

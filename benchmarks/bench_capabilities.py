@@ -1,0 +1,105 @@
+"""What bootstrap intervals and checkpoints cost a whole call, on each backend, in one run.
+
+    python benchmarks/bench_capabilities.py [--backends cpu,cuda] [--datasets 1000]
+                                            [--cpu-datasets 100] [--boot 20]
+
+Inverse-Gaussian mixtures (the demo's, M = 2, 1,000 values a dataset, 10 starts, 100
+iterations of plain EM, ``tol=0``), every call whole (tables included), the best of
+``--repeat`` after a warm-up that compiles every kernel:
+
+* ``fit(bootstrap=B)`` against the same fit without: the refit of ``B`` parametric samples of
+  each dataset is one more batch, of ``B`` x datasets datasets with the fit's starts;
+* ``fit(checkpoint=dir)`` (a fresh run directory each time, chunks of ``--chunk`` datasets
+  (``Tuning.checkpoint_chunk_fits``),
+  Parquet tables written as each chunk finishes) against the same fit without; then the
+  same call again on the finished directory (resume: every table read back, nothing fitted).
+
+The CPU engine fits ``--cpu-datasets`` of the datasets (its rows are rates, fits per
+second); the GPU all of them.  Prints one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import tempfile
+import time
+import warnings
+
+import bulkem
+from bulkem.interop.datasets import simulate_demo
+from bulkem.tuning import DEFAULT
+
+
+def best_of(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measure(d: list, kw: dict, a, root: str) -> tuple[float, float, float, float]:
+    """Seconds of the plain fit, with ``bootstrap=``, with a fresh checkpoint, and resumed."""
+    boot_kw = dict(bootstrap=a.boot)
+    chunked = DEFAULT.replace(checkpoint_chunk_fits=a.chunk * a.starts)
+    bulkem.fit(d[:4], **{**kw, "max_iter": 2})  # compile
+    bulkem.fit(d[:4], **{**kw, "max_iter": 2}, **boot_kw)
+    plain = best_of(lambda: bulkem.fit(d, **kw), a.repeat)
+    boot = best_of(lambda: bulkem.fit(d, **kw, **boot_kw), a.repeat)
+    runs: list[str] = []
+
+    def fresh() -> None:
+        runs.append(f"{root}-{len(runs)}")
+        bulkem.fit(d, checkpoint=runs[-1], tuning=chunked, **kw)
+
+    ckpt = best_of(fresh, a.repeat)
+    resume = best_of(lambda: bulkem.fit(d, checkpoint=runs[-1], tuning=chunked, **kw),
+                     a.repeat)
+    return plain, boot, ckpt, resume
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backends", default="cpu,cuda")
+    ap.add_argument("--datasets", type=int, default=1000)
+    ap.add_argument("--cpu-datasets", type=int, default=100)
+    ap.add_argument("--obs", type=int, default=1000)
+    ap.add_argument("--starts", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--boot", type=int, default=20, help="bootstrap samples per dataset")
+    ap.add_argument("--chunk", type=int, default=250, help="datasets per checkpoint chunk")
+    ap.add_argument("--repeat", type=int, default=2)
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    data = simulate_demo(a.datasets, a.obs, seed=1)
+    kw = dict(n_components=2, n_starts=a.starts, max_iter=a.iters, tol=0.0, accel=False,
+              seed=1, progress=False)
+    print(f"# bench_capabilities {datetime.date.today()}  {platform.node()}  "
+          f"cpus={os.cpu_count()}")
+    print(f"# inverse Gaussian M = 2, {a.obs} values a dataset, {a.starts} starts, {a.iters} "
+          f"iterations (plain EM); bootstrap B = {a.boot}; "
+          f"checkpoint chunks of {a.chunk} datasets")
+    print("| backend | datasets | plain fit s | bootstrap s | x plain | checkpoint s | x plain "
+          "| resume s | plain fits/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    root = tempfile.mkdtemp(prefix="bulkem_bench_cap_")
+    try:
+        for be in a.backends.split(","):
+            d = data if be != "cpu" else data[:a.cpu_datasets]
+            plain, boot, ckpt, resume = measure(d, {**kw, "backend": be}, a,
+                                                os.path.join(root, be))
+            print(f"| {be} | {len(d)} | {plain:.3f} | {boot:.3f} | {boot / plain:.2f} "
+                  f"| {ckpt:.3f} | {ckpt / plain:.2f} | {resume:.3f} "
+                  f"| {len(d) * a.starts / plain:,.0f} |", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
