@@ -9,7 +9,9 @@ fit (densities, decoding) lives in each model's result class.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -116,6 +118,20 @@ def entropy_sum(p: np.ndarray, axis: int | None = None) -> np.ndarray:
     """``-sum p log p`` of probabilities (``0 log 0 = 0``), over ``axis`` (all: None)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=axis)
+
+
+def seeded_draws(draw: Callable[[Any, np.random.Generator], list], items: Iterable,
+                 seed: int) -> list:
+    """``draw(item, rng)`` for the ``j``-th item with a generator seeded by ``(seed, j)``,
+    the items on threads (NumPy's samplers release the GIL), their lists joined in order:
+    what :meth:`FitResult.replicates` returns, the same whatever the number of threads."""
+    def one(job: tuple[int, Any]) -> list:
+        j, item = job
+        return draw(item, np.random.default_rng(np.random.SeedSequence([seed, j])))
+
+    jobs = list(enumerate(items))
+    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        return [x for part in pool.map(one, jobs) for x in part]
 
 
 def per_dataset(method: _Method) -> _Method:

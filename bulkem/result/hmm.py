@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .base import FitResult, entropy_sum, per_dataset
+from .base import FitResult, entropy_sum, per_dataset, seeded_draws
 
 
 class HMMResult(FitResult):
@@ -52,15 +52,16 @@ class HMMResult(FitResult):
         lengths, every sequence of a dataset's replicates drawn together step by step."""
         model, data = self._model, self._packed.data
         lengths = np.diff(data.units)
-        out = []
-        for j, (v, k) in enumerate(self._valid_index().items()):
+
+        def draw(item, rng):
+            v, k = item
             p = model.as_dict(self._best[v][0])
             lens = np.tile(lengths[data.groups[k]:data.groups[k + 1]], B)
-            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
             seqs = _draw(model, p, lens, rng)
             per = len(lens) // B
-            out.extend(seqs[b * per:(b + 1) * per] for b in range(B))
-        return out
+            return [seqs[b * per:(b + 1) * per] for b in range(B)]
+
+        return seeded_draws(draw, self._valid_index().items(), seed)
 
     @property
     def _chain(self):

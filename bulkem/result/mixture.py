@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FitResult, per_dataset
+from .base import FitResult, per_dataset, seeded_draws
 
 
 class MixtureResult(FitResult):
@@ -23,14 +23,15 @@ class MixtureResult(FitResult):
 
     def replicates(self, B: int, seed: int) -> list:
         """:meth:`FitResult.replicates`: ``B`` samples of each fitted dataset's size."""
-        out = []
         n_obs = dict(zip(self.summary.iloc[:, 0], self.summary["n_obs"], strict=True))
-        for j, (v, (params, _)) in enumerate(self._best.items()):
+
+        def draw(item, rng):
+            v, (params, _) = item
             n = int(n_obs[v])
-            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
             x, _ = self._model.family.sample(params, self.n_components, B * n, rng)
-            out.extend(x[b * n:(b + 1) * n] for b in range(B))
-        return out
+            return [x[b * n:(b + 1) * n] for b in range(B)]
+
+        return seeded_draws(draw, self._best.items(), seed)
 
     def entropy(self) -> np.ndarray:
         """Per dataset of ``summary``: ``-sum_i sum_l z_il log z_il`` over the dataset's

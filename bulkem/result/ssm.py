@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..tuning import MAX_ITER
-from .base import FitResult, per_dataset
+from .base import FitResult, per_dataset, seeded_draws
 
 
 class SSMResult(FitResult):
@@ -70,20 +70,21 @@ class SSMResult(FitResult):
         (``E[x_f | y]`` under the fitted model, the same in every replicate); the steps
         before it are missing, as in the data."""
         data = self._packed.data
-        out = []
-        for j, (v, k) in enumerate(self._valid_index().items()):
+
+        def draw(item, rng):
+            v, k = item
             ss = self._model.state_space(self._model.as_dict(self._best[v][0]))
             units = range(data.groups[k], data.groups[k + 1])
             given = [data.values[data.units[u]:data.units[u + 1]] for u in units]
-            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
             if ss.is_diffuse:
                 drawn = _simulate_from_first(ss, given, B, rng)
             else:
                 drawn = _simulate(ss, np.tile([len(y) for y in given], B), rng)
-            for b in range(B):
-                out.append([np.where(np.isnan(y), np.nan, x)
-                            for y, x in zip(given, drawn[b * len(given):], strict=False)])
-        return out
+            return [[np.where(np.isnan(y), np.nan, x)
+                     for y, x in zip(given, drawn[b * len(given):], strict=False)]
+                    for b in range(B)]
+
+        return seeded_draws(draw, self._valid_index().items(), seed)
 
     @per_dataset
     def state_space(self, dataset: Any):

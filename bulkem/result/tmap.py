@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .base import FitResult, per_dataset
+from .base import FitResult, per_dataset, seeded_draws
 
 _RENAME = {"dataset": "trace", "component": "branch"}
 
@@ -54,16 +54,17 @@ class TMAPResult(FitResult):
         from ..models.tmap import simulate
 
         groups = self._packed.data.groups
-        out = []
-        for j, (v, k) in enumerate(self._valid_index().items()):
+
+        def draw(item, rng):
+            v, k = item
             p = self._model.as_dict(self._best[v][0])
             n_runs = int(groups[k + 1] - groups[k])
-            rng = np.random.default_rng(np.random.SeedSequence([seed, j]))
             values, lengths, _ = simulate(p["alpha"], p["pi"], p["rates"], self._model.orders,
                                           B * n_runs, rng)
             runs = np.split(values, np.cumsum(lengths)[:-1])
-            out.extend(runs[b * n_runs:(b + 1) * n_runs] for b in range(B))
-        return out
+            return [runs[b * n_runs:(b + 1) * n_runs] for b in range(B)]
+
+        return seeded_draws(draw, self._valid_index().items(), seed)
 
     @property
     def transitions(self) -> pd.DataFrame:
