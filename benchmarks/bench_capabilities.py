@@ -1,4 +1,4 @@
-"""What bootstrap intervals and checkpoints cost a whole call, on each backend, in one run.
+"""What bootstrap intervals, checkpoints and traces cost a whole call, per backend, in one run.
 
     python benchmarks/bench_capabilities.py [--backends cpu,cuda] [--datasets 1000]
                                             [--cpu-datasets 100] [--boot 20]
@@ -12,7 +12,9 @@ iterations of plain EM, ``tol=0``), every call whole (tables included), the best
 * ``fit(checkpoint=dir)`` (a fresh run directory each time, chunks of ``--chunk`` datasets
   (``Tuning.checkpoint_chunk_fits``),
   Parquet tables written as each chunk finishes) against the same fit without; then the
-  same call again on the finished directory (resume: every table read back, nothing fitted).
+  same call again on the finished directory (resume: every table read back, nothing fitted);
+* ``fit(trace=True)`` (every start's log-likelihood after each iteration) against the same
+  fit without.
 
 The CPU engine fits ``--cpu-datasets`` of the datasets (its rows are rates, fits per
 second); the GPU all of them.  Prints one table.
@@ -43,12 +45,14 @@ def best_of(fn, repeat: int) -> float:
     return best
 
 
-def measure(d: list, kw: dict, a, root: str) -> tuple[float, float, float, float]:
-    """Seconds of the plain fit, with ``bootstrap=``, with a fresh checkpoint, and resumed."""
+def measure(d: list, kw: dict, a, root: str) -> tuple[float, ...]:
+    """Seconds of the plain fit, with ``bootstrap=``, with a fresh checkpoint, resumed, and
+    with ``trace=True``."""
     boot_kw = dict(bootstrap=a.boot)
     chunked = DEFAULT.replace(checkpoint_chunk_fits=a.chunk * a.starts)
     bulkem.fit(d[:4], **{**kw, "max_iter": 2})  # compile
     bulkem.fit(d[:4], **{**kw, "max_iter": 2}, **boot_kw)
+    bulkem.fit(d[:4], **{**kw, "max_iter": 2}, trace=True)
     plain = best_of(lambda: bulkem.fit(d, **kw), a.repeat)
     boot = best_of(lambda: bulkem.fit(d, **kw, **boot_kw), a.repeat)
     runs: list[str] = []
@@ -60,7 +64,8 @@ def measure(d: list, kw: dict, a, root: str) -> tuple[float, float, float, float
     ckpt = best_of(fresh, a.repeat)
     resume = best_of(lambda: bulkem.fit(d, checkpoint=runs[-1], tuning=chunked, **kw),
                      a.repeat)
-    return plain, boot, ckpt, resume
+    trace = best_of(lambda: bulkem.fit(d, **kw, trace=True), a.repeat)
+    return plain, boot, ckpt, resume, trace
 
 
 def main() -> int:
@@ -85,17 +90,17 @@ def main() -> int:
           f"iterations (plain EM); bootstrap B = {a.boot}; "
           f"checkpoint chunks of {a.chunk} datasets")
     print("| backend | datasets | plain fit s | bootstrap s | x plain | checkpoint s | x plain "
-          "| resume s | plain fits/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| resume s | trace s | x plain | plain fits/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     root = tempfile.mkdtemp(prefix="bulkem_bench_cap_")
     try:
         for be in a.backends.split(","):
             d = data if be != "cpu" else data[:a.cpu_datasets]
-            plain, boot, ckpt, resume = measure(d, {**kw, "backend": be}, a,
-                                                os.path.join(root, be))
+            plain, boot, ckpt, resume, trace = measure(d, {**kw, "backend": be}, a,
+                                                       os.path.join(root, be))
             print(f"| {be} | {len(d)} | {plain:.3f} | {boot:.3f} | {boot / plain:.2f} "
-                  f"| {ckpt:.3f} | {ckpt / plain:.2f} | {resume:.3f} "
-                  f"| {len(d) * a.starts / plain:,.0f} |", flush=True)
+                  f"| {ckpt:.3f} | {ckpt / plain:.2f} | {resume:.3f} | {trace:.3f} "
+                  f"| {trace / plain:.2f} | {len(d) * a.starts / plain:,.0f} |", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
