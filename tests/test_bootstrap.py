@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import numba
 import numpy as np
 import pytest
 
@@ -45,6 +46,12 @@ def test_intervals_table_is_deterministic_and_holds_the_estimates(seed):
     assert np.array_equal(iv[iv.parameter == "mu_2"].estimate, c[c.component == 2].mu)
     again = bulkem.fit(x, **kw)
     assert again.intervals.equals(iv)
+    threads = numba.get_num_threads()  # the replicates drawn on one thread, not on several
+    try:
+        numba.set_num_threads(1)
+        assert bulkem.fit(x, **kw).intervals.equals(iv)
+    finally:
+        numba.set_num_threads(threads)
     narrow = bulkem.fit(x, bootstrap_level=0.5, **kw).intervals
     assert (narrow.upper - narrow.lower <= iv.upper - iv.lower + 1e-12).all()
 

@@ -9,7 +9,6 @@ fit (densities, decoding) lives in each model's result class.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -123,14 +122,17 @@ def entropy_sum(p: np.ndarray, axis: int | None = None) -> np.ndarray:
 def seeded_draws(draw: Callable[[Any, np.random.Generator], list], items: Iterable,
                  seed: int) -> list:
     """``draw(item, rng)`` for the ``j``-th item with a generator seeded by ``(seed, j)``,
-    the items on threads (NumPy's samplers release the GIL), their lists joined in order:
-    what :meth:`FitResult.replicates` returns, the same whatever the number of threads."""
+    the items on as many threads as numba's (``numba.set_num_threads``; NumPy's samplers
+    release the GIL), their lists joined in order: what :meth:`FitResult.replicates`
+    returns, the same whatever the number of threads."""
+    import numba
+
     def one(job: tuple[int, Any]) -> list:
         j, item = job
         return draw(item, np.random.default_rng(np.random.SeedSequence([seed, j])))
 
     jobs = list(enumerate(items))
-    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+    with ThreadPoolExecutor(max(1, min(len(jobs), numba.get_num_threads()))) as pool:
         return [x for part in pool.map(one, jobs) for x in part]
 
 
