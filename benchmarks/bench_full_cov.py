@@ -30,6 +30,7 @@ import warnings
 
 import numpy as np
 from baselines import rates
+from timing import engine_seconds
 from tuning_args import from_items
 
 
@@ -105,14 +106,19 @@ def bulk(a, bulkem, kw) -> None:
     print(f"bulk: {a.covariance_type} covariances, {a.datasets} datasets x {a.obs} points, "
           f"D = 4, M = 3, {a.starts} starts, "
           f"{a.iters} iterations (fits/s: datasets x starts / whole-call seconds)")
-    print("| backend | whole call s | fits/s |")
-    print("|---|---|---|")
+    print("| backend | whole call s | engines s | fits/s |")
+    print("|---|---|---|---|")
+    engines = engine_seconds()  # the engines' time inside the whole call
     for be in a.backends.split(","):
         bulkem.fit(X[:2], n_components=3, n_starts=2, max_iter=2, backend=be, **kw)  # compile
-        t = min(timed(lambda be=be: bulkem.fit(X, n_components=3, n_starts=a.starts,
+        best = (np.inf, 0.0)
+        for _ in range(2):
+            engines[0] = 0.0
+            t = timed(lambda be=be: bulkem.fit(X, n_components=3, n_starts=a.starts,
                                                max_iter=a.iters, seed=1, backend=be, **kw))
-                for _ in range(2))
-        print(f"| {be} | {t:.3f} | {a.datasets * a.starts / t:,.0f} |", flush=True)
+            best = min(best, (t, engines[0]))
+        t, e = best
+        print(f"| {be} | {t:.3f} | {e:.3f} | {a.datasets * a.starts / t:,.0f} |", flush=True)
     nb = min(a.baseline_datasets, a.datasets)
     pool_rate, core_rate, workers, _ = rates(
         sk_fit, [(X[d], 3, a.starts, a.iters, a.covariance_type) for d in range(nb)],
